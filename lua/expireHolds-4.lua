@@ -1,0 +1,28 @@
+--[[
+  The background sweep's step for one budget: settles, at their full amount, up to ARGV[3]
+  open holds whose deadline has passed, and forgets closed holds whose retention is over.
+  KEYS[1] budget hash, KEYS[2] holds hash, KEYS[3] open-hold index, KEYS[4] purge index
+  ARGV[1] nowMs, ARGV[2] retentionMs, ARGV[3] max holds per call
+  Returns { 'budget_not_found' } or a budget reply with status ok and
+  s = { holds expired, holds purged, next expiry (''= none) }.
+]]
+--@include money
+--@include window
+--@include budget
+
+local now, retention, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local b = loadBudget(KEYS[1])
+if b == nil then
+  -- The budget is gone; its hold records go with it.
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+  return { 'budget_not_found' }
+end
+rollWindows(b, now)
+local expired = expireDue(b, KEYS, now, retention, max)
+local purge = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', int(now), 'LIMIT', 0, max)
+if #purge > 0 then
+  redis.call('HDEL', KEYS[2], unpack(purge))
+  redis.call('ZREM', KEYS[4], unpack(purge))
+end
+saveBudget(b, KEYS[1])
+return budgetReply(b, 'ok', { expired, #purge, b.nexp and int(b.nexp) or '' })

@@ -1,0 +1,33 @@
+/**
+ * Every Redis key of a budget, built in one place. All carry the hash tag `{project/budget}`,
+ * so each script's keys sit in one Cluster slot and the scripts run unchanged on a Cluster.
+ */
+export interface BudgetKeys {
+  budget: string
+  holds: string
+  open: string
+  purge: string
+}
+
+const PREFIX = 'mg:'
+
+export function budgetTag(projectId: string, budgetKey: string): string {
+  return `{${projectId}/${budgetKey}}`
+}
+
+export function budgetKeys(tag: string): BudgetKeys {
+  return { budget: `${PREFIX}${tag}:b`, holds: `${PREFIX}${tag}:h`, open: `${PREFIX}${tag}:x`, purge: `${PREFIX}${tag}:d` }
+}
+
+export function idempotencyKey(tag: string, key: string): string {
+  return `${PREFIX}${tag}:i:${key}`
+}
+
+/** Patterns the expiry sweep scans for: budgets with open holds, or closed holds to purge. */
+export const SWEEP_PATTERNS = [`${PREFIX}{*}:x`, `${PREFIX}{*}:d`]
+
+/** The hash tag of a sweep-index key, or undefined for a key that is not one. */
+export function tagOfIndexKey(key: string): string | undefined {
+  const match = /^mg:(\{[^}]*\}):[xd]$/.exec(key)
+  return match?.[1]
+}

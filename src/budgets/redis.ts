@@ -1,0 +1,117 @@
+import { fromPair, toPair } from '../money/decimal.js'
+import { Script, type RedisClient } from '../redis/scripts.js'
+import { budgetKeys, idempotencyKey } from './keys.js'
+import type { Enforce, Window } from './types.js'
+
+/** Storage adapter: one script per function. Every function is one round trip to Redis. */
+const scripts = {
+  upsert: new Script('upsertBudget-4'),
+  get: new Script('getBudget-4'),
+  authorize: new Script('authorizeHold-5'),
+  settle: new Script('settleHold-4'),
+  charge: new Script('chargeBudget-5'),
+  expire: new Script('expireHolds-4'),
+}
+export const budgetScripts: readonly Script[] = Object.values(scripts)
+
+export interface LimitState {
+  id: string
+  window: Window
+  enforce: Enforce
+  /** '' when the limit uses calendar periods. */
+  anchor: string
+  amount: bigint
+  consumed: bigint
+  resetsAt: number | null
+  crossed: boolean
+}
+
+/** A budget as one script left it: the status, the operation's own values, and every counter. */
+export interface Snapshot {
+  status: string
+  s: string[]
+  held: bigint
+  limits: LimitState[]
+}
+
+const LIMIT_WIDTH = 10
+
+function readSnapshot(reply: unknown[]): Snapshot {
+  const status = String(reply[0])
+  if (reply.length === 1) return { status, s: [], held: 0n, limits: [] }
+  const at = (i: number) => String(reply[i])
+  const s = reply.slice(1, 9).map(String)
+  const limits: LimitState[] = []
+  const n = Number(reply[11])
+  for (let i = 0, base = 12; i < n; i++, base += LIMIT_WIDTH) {
+    const resetsAt = Number(reply[base + 8])
+    limits.push({
+      id: at(base),
+      window: at(base + 1) as Window,
+      enforce: at(base + 2) as Enforce,
+      anchor: at(base + 3),
+      amount: fromPair(at(base + 4), at(base + 5)),
+      consumed: fromPair(at(base + 6), at(base + 7)),
+      resetsAt: resetsAt < 0 ? null : resetsAt,
+      crossed: Number(reply[base + 9]) === 1,
+    })
+  }
+  return { status, s, held: fromPair(at(9), at(10)), limits }
+}
+
+const pairArgs = (units: bigint) => toPair(units).map(String)
+
+export interface LimitInput {
+  id: string
+  window: Window
+  enforce: Enforce
+  anchor?: number
+  amount: bigint
+}
+
+export async function upsertBudget(
+  redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
+  config: { unit: string; defaultTtlMs: number; maxTtlMs: number; closesAt: number | null; limits: LimitInput[] },
+): Promise<Snapshot> {
+  const k = budgetKeys(tag)
+  const args: (string | number)[] = [nowMs, retentionMs, config.unit, config.defaultTtlMs, config.maxTtlMs, config.closesAt ?? '', config.limits.length]
+  for (const l of config.limits) args.push(l.id, l.window, l.enforce, l.anchor ?? '', ...pairArgs(l.amount))
+  return readSnapshot(await scripts.upsert.run(redis, [k.budget, k.holds, k.open, k.purge], args))
+}
+
+export async function getBudget(redis: RedisClient, tag: string, nowMs: number, retentionMs: number): Promise<Snapshot> {
+  const k = budgetKeys(tag)
+  return readSnapshot(await scripts.get.run(redis, [k.budget, k.holds, k.open, k.purge], [nowMs, retentionMs]))
+}
+
+export async function authorizeHold(
+  redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
+  amount: bigint, ttlMs: number | undefined, requestKey: string,
+): Promise<Snapshot> {
+  const k = budgetKeys(tag)
+  const keys = [k.budget, k.holds, k.open, k.purge, idempotencyKey(tag, requestKey)]
+  return readSnapshot(await scripts.authorize.run(redis, keys, [nowMs, ...pairArgs(amount), ttlMs ?? '', retentionMs]))
+}
+
+export async function closeHold(
+  redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
+  holdNumber: string, action: 'settle' | 'release', usage: bigint,
+): Promise<Snapshot> {
+  const k = budgetKeys(tag)
+  const args = [nowMs, holdNumber, action, ...pairArgs(usage), retentionMs]
+  return readSnapshot(await scripts.settle.run(redis, [k.budget, k.holds, k.open, k.purge], args))
+}
+
+export async function chargeBudget(
+  redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
+  amount: bigint, mode: 'charge' | 'record', requestKey: string,
+): Promise<Snapshot> {
+  const k = budgetKeys(tag)
+  const keys = [k.budget, k.holds, k.open, k.purge, idempotencyKey(tag, requestKey)]
+  return readSnapshot(await scripts.charge.run(redis, keys, [nowMs, ...pairArgs(amount), mode, retentionMs]))
+}
+
+export async function expireHolds(redis: RedisClient, tag: string, nowMs: number, retentionMs: number, max: number): Promise<Snapshot> {
+  const k = budgetKeys(tag)
+  return readSnapshot(await scripts.expire.run(redis, [k.budget, k.holds, k.open, k.purge], [nowMs, retentionMs, max]))
+}

@@ -1,0 +1,258 @@
+import type { Clock } from '../clock.js'
+import { failure, invalid, success, type Failure, type Result } from '../errors.js'
+import { formatUnits, parseAmount } from '../money/decimal.js'
+import type { RedisClient } from '../redis/scripts.js'
+import { explainDenial } from './denial.js'
+import { budgetTag } from './keys.js'
+import * as store from './redis.js'
+import type { Snapshot } from './redis.js'
+import type {
+  Balance, BudgetView, Consumption, Crossed, Hold, HoldOutcome, LimitConfig, Window, Enforce,
+} from './types.js'
+
+export interface BudgetServiceOptions {
+  /** How long closed holds and idempotency records are kept (at least 24 h by DESIGN.md). */
+  retentionMs?: number
+  /** Told about every limit whose consumed passed its amount, whatever the operation. */
+  onCrossed?: (projectId: string, budgetKey: string, crossed: Crossed[]) => void
+}
+
+export interface UpsertInput {
+  key: string
+  unit?: string
+  limits: { id: string; window: Window; enforce: Enforce; amount: string; anchor?: number }[]
+  holds?: { defaultTtlMs?: number; maxTtlMs?: number }
+  closesAt?: number | null
+}
+
+export const DEFAULT_TTL_MS = 60_000
+export const DEFAULT_MAX_TTL_MS = 86_400_000
+const DAY_MS = 86_400_000
+
+/**
+ * Budgets with holds (src/budgets/README.md). Each method is one script, so one round trip,
+ * with `now` read once from the injected clock: every decision of a call sees one instant.
+ */
+export class BudgetService {
+  private readonly retentionMs: number
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly clock: Clock,
+    private readonly options: BudgetServiceOptions = {},
+  ) {
+    this.retentionMs = Math.max(options.retentionMs ?? DAY_MS, DAY_MS)
+  }
+
+  async upsert(projectId: string, input: UpsertInput): Promise<Result<BudgetView & { created: boolean }>> {
+    const defaultTtlMs = input.holds?.defaultTtlMs ?? DEFAULT_TTL_MS
+    const maxTtlMs = input.holds?.maxTtlMs ?? Math.max(DEFAULT_MAX_TTL_MS, defaultTtlMs)
+    const issues = []
+    if (defaultTtlMs > maxTtlMs) issues.push({ path: '$.holds.defaultTtlMs', message: 'must not exceed holds.maxTtlMs' })
+    const seen = new Set<string>()
+    const limits: store.LimitInput[] = []
+    input.limits.forEach((l, i) => {
+      if (seen.has(l.id)) issues.push({ path: `$.limits[${i}].id`, message: `limit id ${l.id} is used twice` })
+      seen.add(l.id)
+      if (l.anchor !== undefined && l.window === 'never') issues.push({ path: `$.limits[${i}].anchor`, message: 'a never window has no periods to anchor' })
+      limits.push({ id: l.id, window: l.window, enforce: l.enforce, anchor: l.anchor, amount: parseAmount(l.amount)! })
+    })
+    if (issues.length > 0) return invalid(issues)
+
+    const now = this.clock()
+    const snap = await store.upsertBudget(this.redis, budgetTag(projectId, input.key), now, this.retentionMs, {
+      unit: input.unit ?? '', defaultTtlMs, maxTtlMs, closesAt: input.closesAt ?? null, limits,
+    })
+    return success({ ...this.view(input.key, snap, now), created: snap.status === 'created' })
+  }
+
+  async get(projectId: string, key: string): Promise<Result<BudgetView>> {
+    const now = this.clock()
+    const snap = await store.getBudget(this.redis, budgetTag(projectId, key), now, this.retentionMs)
+    if (snap.status === 'budget_not_found') return notFound(key)
+    this.notify(projectId, key, snap)
+    return success(this.view(key, snap, now))
+  }
+
+  async authorize(projectId: string, req: { key: string; amount: string; ttlMs?: number; idempotencyKey: string }): Promise<Result<Hold>> {
+    const amount = parseAmount(req.amount)!
+    const now = this.clock()
+    const snap = await store.authorizeHold(this.redis, budgetTag(projectId, req.key), now, this.retentionMs, amount, req.ttlMs, req.idempotencyKey)
+    this.notify(projectId, req.key, snap)
+    switch (snap.status) {
+      case 'ok':
+      case 'replayed':
+        return success({
+          allowed: true,
+          holdId: `h_${snap.s[0]}`,
+          amount: formatUnits(amount),
+          expiresAt: Number(snap.s[3]),
+          replayed: snap.status === 'replayed',
+          balance: balanceOf(snap, now),
+        })
+      case 'budget_not_found':
+        return notFound(req.key)
+      case 'idempotency_conflict':
+        return failure('conflict', 'idempotency_conflict', 'This idempotencyKey was used with a different request (amount or ttlMs).')
+      case 'budget_closed':
+        return failure('conflict', 'budget_closed', `Budget ${req.key} is past its closesAt and takes no new holds.`)
+      case 'ttl_exceeds_max':
+        return invalid([{ path: '$.ttlMs', message: `must not exceed the budget's holds.maxTtlMs (${snap.s[4]})` }])
+      case 'budget_exceeded':
+        return exceeded(snap, amount, now)
+      default:
+        return unexpected(snap)
+    }
+  }
+
+  async settle(projectId: string, req: { key: string; holdId: string; amount: string }): Promise<Result<HoldOutcome>> {
+    return this.closeHold(projectId, req.key, req.holdId, 'settle', parseAmount(req.amount)!)
+  }
+
+  async release(projectId: string, req: { key: string; holdId: string }): Promise<Result<HoldOutcome>> {
+    return this.closeHold(projectId, req.key, req.holdId, 'release', 0n)
+  }
+
+  async charge(projectId: string, req: { key: string; amount: string; idempotencyKey: string }): Promise<Result<Consumption>> {
+    return this.consume(projectId, req, 'charge')
+  }
+
+  async record(projectId: string, req: { key: string; amount: string; idempotencyKey: string }): Promise<Result<Consumption>> {
+    return this.consume(projectId, req, 'record')
+  }
+
+  /** One sweep step for one budget (see workers/holdExpiry.ts). Returns how many holds expired. */
+  async expire(tag: string, max = 1000): Promise<{ expired: number; purged: number }> {
+    const snap = await store.expireHolds(this.redis, tag, this.clock(), this.retentionMs, max)
+    if (snap.status === 'budget_not_found') return { expired: 0, purged: 0 }
+    const [projectId, key] = splitTag(tag)
+    this.notify(projectId, key, snap)
+    return { expired: Number(snap.s[0]), purged: Number(snap.s[1]) }
+  }
+
+  private async closeHold(projectId: string, key: string, holdId: string, action: 'settle' | 'release', usage: bigint): Promise<Result<HoldOutcome>> {
+    const now = this.clock()
+    const snap = await store.closeHold(this.redis, budgetTag(projectId, key), now, this.retentionMs, holdId.slice(2), action, usage)
+    this.notify(projectId, key, snap)
+    switch (snap.status) {
+      case 'ok':
+      case 'replayed': {
+        const [, hi, lo, expiresAt, state, shi, slo] = snap.s as [string, string, string, string, string, string, string]
+        const outcome: HoldOutcome = {
+          holdId,
+          state: state === 'r' ? 'released' : 'settled',
+          amount: formatUnits(BigInt(hi) * 10n ** 14n + BigInt(lo)),
+          expiresAt: Number(expiresAt),
+          replayed: snap.status === 'replayed',
+          balance: balanceOf(snap, now),
+          crossed: crossedOf(snap),
+        }
+        if (state !== 'r') {
+          outcome.settledBy = state === 'x' ? 'expiry' : 'settle'
+          outcome.settledAmount = formatUnits(BigInt(shi) * 10n ** 14n + BigInt(slo))
+        }
+        return success(outcome)
+      }
+      case 'budget_not_found':
+        return notFound(key)
+      case 'hold_not_found':
+        return failure('not_found', 'hold_not_found', `Hold ${holdId} does not exist on budget ${key} (or was forgotten after its retention).`)
+      case 'hold_already_settled':
+        return failure('conflict', 'hold_already_settled', `Hold ${holdId} is already settled${action === 'settle' ? ' for another amount' : ''}.`)
+      case 'hold_already_released':
+        return failure('conflict', 'hold_already_released', `Hold ${holdId} was released.`)
+      case 'hold_expired':
+        return failure('conflict', 'hold_expired', `Hold ${holdId} expired and was settled at its full amount; only that amount settles it.`)
+      case 'exceeds_hold_amount':
+        return failure('conflict', 'exceeds_hold_amount', `The amount is more than hold ${holdId} reserved; record the excess with /v1/budgets/record.`)
+      default:
+        return unexpected(snap)
+    }
+  }
+
+  private async consume(projectId: string, req: { key: string; amount: string; idempotencyKey: string }, mode: 'charge' | 'record'): Promise<Result<Consumption>> {
+    const amount = parseAmount(req.amount)!
+    const now = this.clock()
+    const snap = await store.chargeBudget(this.redis, budgetTag(projectId, req.key), now, this.retentionMs, amount, mode, req.idempotencyKey)
+    this.notify(projectId, req.key, snap)
+    switch (snap.status) {
+      case 'ok':
+      case 'replayed':
+        return success({ amount: formatUnits(amount), replayed: snap.status === 'replayed', balance: balanceOf(snap, now), crossed: crossedOf(snap) })
+      case 'budget_not_found':
+        return notFound(req.key)
+      case 'idempotency_conflict':
+        return failure('conflict', 'idempotency_conflict', 'This idempotencyKey was used with a different request.')
+      case 'budget_closed':
+        return failure('conflict', 'budget_closed', `Budget ${req.key} is past its closesAt.`)
+      case 'budget_exceeded':
+        return exceeded(snap, amount, now)
+      default:
+        return unexpected(snap)
+    }
+  }
+
+  private view(key: string, snap: Snapshot, now: number): BudgetView {
+    const [unit, dttl, mttl, closes] = snap.s
+    const limits: LimitConfig[] = snap.limits.map((l) => {
+      const limit: LimitConfig = { id: l.id, window: l.window, enforce: l.enforce, amount: formatUnits(l.amount) }
+      if (l.anchor !== '') limit.anchor = Number(l.anchor)
+      return limit
+    })
+    return {
+      key,
+      unit: unit ?? '',
+      limits,
+      holds: { defaultTtlMs: Number(dttl), maxTtlMs: Number(mttl) },
+      closesAt: closes ? Number(closes) : null,
+      balance: balanceOf(snap, now),
+    }
+  }
+
+  private notify(projectId: string, key: string, snap: Snapshot): void {
+    if (!this.options.onCrossed || !snap.limits.some((l) => l.crossed)) return
+    this.options.onCrossed(projectId, key, crossedOf(snap))
+  }
+}
+
+export function balanceOf(snap: Snapshot, now: number): Balance {
+  const held = formatUnits(snap.held)
+  let least: bigint | undefined
+  const limits = snap.limits.map((l) => {
+    const remaining = l.amount - l.consumed - snap.held
+    if (l.enforce === 'hard' && (least === undefined || remaining < least)) least = remaining
+    return {
+      id: l.id, window: l.window, enforce: l.enforce,
+      amount: formatUnits(l.amount), consumed: formatUnits(l.consumed), held, remaining: formatUnits(remaining),
+      resetsAt: l.resetsAt,
+    }
+  })
+  return { remaining: least === undefined ? null : formatUnits(least), held, limits, asOf: now }
+}
+
+function crossedOf(snap: Snapshot): Crossed[] {
+  return snap.limits.filter((l) => l.crossed).map((l) => ({
+    limitId: l.id, enforce: l.enforce, window: l.window, amount: formatUnits(l.amount), consumed: formatUnits(l.consumed),
+  }))
+}
+
+function exceeded(snap: Snapshot, amount: bigint, now: number): Failure {
+  const blocked = explainDenial(snap.limits, snap.held, amount)!
+  return failure('budget_exceeded', 'budget_exceeded', `Limit ${blocked.limitId} (${blocked.window}) cannot take ${formatUnits(amount)}; remedy: ${blocked.remedy}.`, {
+    kind: 'budget_exceeded', blocked, balance: balanceOf(snap, now),
+  })
+}
+
+function notFound(key: string): Failure {
+  return failure('not_found', 'budget_not_found', `Budget ${key} does not exist in this project.`)
+}
+
+function unexpected(snap: Snapshot): Failure {
+  return failure('internal', 'unexpected_script_status', `Unexpected script status ${snap.status}.`)
+}
+
+function splitTag(tag: string): [string, string] {
+  const inner = tag.slice(1, -1)
+  const slash = inner.indexOf('/')
+  return [inner.slice(0, slash), inner.slice(slash + 1)]
+}

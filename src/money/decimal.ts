@@ -1,0 +1,50 @@
+/**
+ * Exact decimal money for budgets.
+ *
+ * Amounts travel as decimal strings ("12.5"), live in TypeScript as BigInt counts of 10^-8
+ * ("units"), and reach Lua as two exact doubles: hi = units / 10^14 and lo = units % 10^14.
+ * Redis Lua numbers are doubles, so neither half may reach 2^53: the spec's largest amount
+ * (19 integer digits, 8 fractional) is below 10^27 units, so hi stays below 10^13 and sums of
+ * hundreds of such amounts are still exact. Lua adds and compares the pairs with a carry
+ * (lua/includes/money.lua); it never multiplies or divides them.
+ */
+
+export const SCALE = 8
+export const UNITS_PER_ONE = 10n ** BigInt(SCALE)
+/** The split point between the two halves that Lua sees. */
+export const LO_BASE = 10n ** 14n
+
+/** The spec's amount grammar: 1 to 19 digits, optionally a dot and 1 to 8 fractional digits. */
+export const AMOUNT_PATTERN = '^[0-9]{1,19}(\\.[0-9]{1,8})?$'
+const amountRe = new RegExp(AMOUNT_PATTERN)
+
+/** Parses a non-negative amount in the spec's grammar; undefined when it does not match. */
+export function parseAmount(text: string): bigint | undefined {
+  if (!amountRe.test(text)) return undefined
+  const dot = text.indexOf('.')
+  if (dot < 0) return BigInt(text) * UNITS_PER_ONE
+  const fraction = text.slice(dot + 1).padEnd(SCALE, '0')
+  return BigInt(text.slice(0, dot)) * UNITS_PER_ONE + BigInt(fraction)
+}
+
+/** Canonical decimal string: no leading zeros, no trailing fractional zeros, "-" when negative. */
+export function formatUnits(units: bigint): string {
+  const negative = units < 0n
+  const abs = negative ? -units : units
+  const whole = abs / UNITS_PER_ONE
+  const fraction = abs % UNITS_PER_ONE
+  let text = whole.toString()
+  if (fraction !== 0n) text += '.' + fraction.toString().padStart(SCALE, '0').replace(/0+$/, '')
+  return negative ? '-' + text : text
+}
+
+/** The two halves Lua works with. Both are exact doubles for any non-negative units below 2^53·10^14. */
+export function toPair(units: bigint): [hi: number, lo: number] {
+  if (units < 0n) throw new RangeError('money pairs are non-negative')
+  return [Number(units / LO_BASE), Number(units % LO_BASE)]
+}
+
+/** Reassembles a pair read back from Redis (integers, possibly as strings). */
+export function fromPair(hi: number | string, lo: number | string): bigint {
+  return BigInt(hi) * LO_BASE + BigInt(lo)
+}
