@@ -1,0 +1,43 @@
+import { resolve } from 'node:path'
+
+/** Everything the service reads from the environment, with its defaults. */
+export interface Config {
+  port: number
+  host: string
+  /** Unset: start a private redis-server child under dataDir. */
+  redisUrl: string | undefined
+  dataDir: string
+  rootKey: string | undefined
+  docsUrl: string
+  maxBodyBytes: number
+  /** Requests per second per key; undefined = no limit. */
+  rateLimit: number | undefined
+  sweepIntervalMs: number
+  logLevel: string
+  prettyLogs: boolean
+}
+
+function int(name: string, fallback: number, env: NodeJS.ProcessEnv): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  const value = Number(raw)
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a non-negative integer, got ${raw}`)
+  return value
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const rate = int('METERING_RATE_LIMIT', 0, env)
+  return {
+    port: int('PORT', 8787, env),
+    host: env.HOST ?? '0.0.0.0',
+    redisUrl: env.REDIS_URL || undefined,
+    dataDir: resolve(env.METERING_DATA_DIR ?? './data'),
+    rootKey: env.METERING_ROOT_KEY || undefined,
+    docsUrl: (env.METERING_DOCS_URL ?? 'https://docs.metering.dev').replace(/\/$/, ''),
+    maxBodyBytes: int('METERING_MAX_BODY_BYTES', 1024 * 1024, env),
+    rateLimit: rate > 0 ? rate : undefined,
+    sweepIntervalMs: int('METERING_SWEEP_MS', 5000, env),
+    logLevel: env.LOG_LEVEL ?? 'info',
+    prettyLogs: env.LOG_PRETTY ? env.LOG_PRETTY !== '0' : Boolean(process.stdout.isTTY),
+  }
+}

@@ -1,0 +1,213 @@
+import { randomBytes } from 'node:crypto'
+import type { Logger } from 'pino'
+import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp } from 'uWebSockets.js'
+import { failure, invalid, type Failure, type Result } from '../errors.js'
+import { hasScope } from '../keys/service.js'
+import type { RateLimiter } from '../ratelimit/limiter.js'
+import type { Services } from '../services.js'
+import { readBody } from './body.js'
+import { errorResponse, statusLine } from './errors.js'
+import type { Metrics } from './metrics.js'
+import type { AnyRoute, Principal } from './route.js'
+import { compile, type Validator } from './validation.js'
+
+export interface HttpOptions {
+  routes: readonly AnyRoute[]
+  services: Services
+  logger: Logger
+  metrics: Metrics
+  openapi: Record<string, unknown>
+  docsUrl: string
+  maxBodyBytes: number
+  rateLimiter?: RateLimiter
+  /** /healthz answers 200 only once this is true. */
+  isReady: () => boolean
+}
+
+export interface HttpServer {
+  app: TemplatedApp
+  port: number
+  close(): void
+}
+
+interface Exchange {
+  res: HttpResponse
+  requestId: string
+  aborted: boolean
+  started: number
+  route: string
+}
+
+const JSON_TYPE = /^application\/json\s*(;|$)/i
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+const ID_PREFIX = 'req_' + randomBytes(4).toString('hex')
+let requestSeq = 0
+
+/**
+ * The uWS front end: for each request, body and key verification run side by side, then
+ * 413 → 401 → 403 → 400 (content type, JSON, schema) → 429 → the route's handler, whose
+ * domain result becomes 200 or the error envelope. Every answer carries `x-request-id`.
+ */
+export function createHttpApp(options: HttpOptions): TemplatedApp {
+  const app = uWS.App()
+  const { logger, metrics, docsUrl, services } = options
+
+  const send = (ex: Exchange, status: number, line: string, body: string, headers?: Record<string, string>, close = false): void => {
+    if (ex.aborted) return
+    ex.aborted = true
+    ex.res.cork(() => {
+      ex.res.writeStatus(line).writeHeader('content-type', 'application/json').writeHeader('x-request-id', ex.requestId)
+      if (headers) for (const name in headers) ex.res.writeHeader(name, headers[name]!)
+      ex.res.end(body, close)
+    })
+    metrics.record(ex.route, status, (performance.now() - ex.started) / 1000)
+  }
+  const fail = (ex: Exchange, f: Pick<Failure, 'kind' | 'reason' | 'message' | 'details'>, headers?: Record<string, string>, close = false): void => {
+    const r = errorResponse(f, ex.requestId, docsUrl)
+    send(ex, r.status, r.statusLine, r.body, headers, close)
+  }
+  const begin = (res: HttpResponse, req: HttpRequest, route: string): Exchange => {
+    const given = req.getHeader('x-request-id')
+    const ex: Exchange = { res, requestId: REQUEST_ID.test(given) ? given : ID_PREFIX + (++requestSeq).toString(36), aborted: false, started: performance.now(), route }
+    res.onAborted(() => { ex.aborted = true })
+    return ex
+  }
+
+  for (const route of options.routes) {
+    const bodyValidator = route.body ? compile(route.body) : undefined
+    const queryValidator = route.query ? compile(route.query) : undefined
+    const paramNames = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
+    const handler = (res: HttpResponse, req: HttpRequest) => {
+      const ex = begin(res, req, route.path)
+      const authorization = req.getHeader('authorization')
+      const contentType = req.getHeader('content-type')
+      const declaredLength = Number(req.getHeader('content-length') || 0)
+      const params: Record<string, string> = {}
+      paramNames.forEach((name, i) => { params[name] = decodeURIComponent(req.getParameter(i) ?? '') })
+      const queryText = req.getQuery() ?? ''
+
+      if (route.method === 'POST' && declaredLength > options.maxBodyBytes) return fail(ex, tooLarge(options.maxBodyBytes), undefined, true)
+      const principal = authenticate(services, route, authorization)
+      const body = route.method === 'POST'
+        ? new Promise<string | null>((resolve) => readBody(res, options.maxBodyBytes, resolve, () => resolve(null)))
+        : Promise.resolve('')
+      Promise.all([principal, body])
+        .then(([who, text]) => {
+          if (text === null) return fail(ex, tooLarge(options.maxBodyBytes), undefined, true)
+          if ('ok' in who) return fail(ex, who)
+          const input = parseInput(route, who, text, contentType, queryText, bodyValidator, queryValidator)
+          if ('ok' in input) return fail(ex, input)
+          return runRoute(route, ex, who, input, params)
+        })
+        .catch((error: unknown) => {
+          logger.error({ err: error, requestId: ex.requestId, route: route.path }, 'request failed')
+          fail(ex, failure('internal', 'internal_error', 'Internal error; quote the requestId when reporting it.'))
+        })
+    }
+    if (route.method === 'POST') app.post(route.path, handler)
+    else app.get(route.path, handler)
+  }
+
+  const runRoute = async (route: AnyRoute, ex: Exchange, who: Principal, input: { body: unknown; query: unknown }, params: Record<string, string>): Promise<void> => {
+    if (options.rateLimiter && who.kind === 'project') {
+      const verdict = await options.rateLimiter.hit(who.keyId)
+      if (!verdict.allowed) {
+        return fail(ex, failure('too_many_requests', 'rate_limited', `More than ${options.rateLimiter.perSecond} requests per second for this key.`), {
+          'retry-after': String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000))),
+        })
+      }
+    }
+    const result: Result<unknown> = await route.handler({
+      body: input.body, query: input.query, params, principal: who,
+      projectId: who.kind === 'project' ? who.projectId : '', services, requestId: ex.requestId,
+    })
+    if (result.ok) send(ex, 200, statusLine(200), JSON.stringify(result.value))
+    else fail(ex, result)
+  }
+
+  // Built-ins: health, metrics, the OpenAPI document.
+  app.get('/healthz', (res, req) => {
+    const ex = begin(res, req, '/healthz')
+    if (options.isReady()) send(ex, 200, '200 OK', '{"status":"ok"}')
+    else send(ex, 503, '503 Service Unavailable', '{"status":"starting"}')
+  })
+  app.get('/metrics', (res, req) => {
+    const ex = begin(res, req, '/metrics')
+    if (ex.aborted) return
+    ex.aborted = true
+    res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'text/plain; version=0.0.4').writeHeader('x-request-id', ex.requestId).end(metrics.render()))
+  })
+  const openapiText = JSON.stringify(options.openapi)
+  app.get('/v1/openapi.json', (res, req) => send(begin(res, req, '/v1/openapi.json'), 200, '200 OK', openapiText))
+
+  // A known path with another method is 405 (with Allow); anything else is 404.
+  const allowed = new Map<string, string[]>()
+  for (const route of options.routes) (allowed.get(route.path) ?? allowed.set(route.path, []).get(route.path)!).push(route.method)
+  allowed.set('/healthz', ['GET']).set('/metrics', ['GET']).set('/v1/openapi.json', ['GET'])
+  for (const [path, methods] of allowed) {
+    app.any(path, (res, req) => {
+      const ex = begin(res, req, path)
+      fail(ex, { kind: 'method_not_allowed' as never, reason: 'method_not_allowed', message: `${req.getMethod().toUpperCase()} is not allowed here; use ${methods.join(', ')}.` }, { allow: methods.join(', ') })
+    })
+  }
+  app.any('/*', (res, req) => {
+    const ex = begin(res, req, 'unmatched')
+    fail(ex, failure('not_found', 'route_not_found', `No route ${req.getMethod().toUpperCase()} ${req.getUrl()}.`))
+  })
+  return app
+}
+
+function tooLarge(max: number): Failure {
+  return failure('payload_too_large', 'payload_too_large', `The body is larger than ${max} bytes.`)
+}
+
+async function authenticate(services: Services, route: AnyRoute, authorization: string): Promise<Principal | Failure> {
+  if (route.access.kind === 'public') return { kind: 'root' }
+  const match = /^Bearer ([^\s]+)$/i.exec(authorization)
+  if (!match) return failure('unauthenticated', 'unauthenticated', authorization ? 'The Authorization header must be `Bearer <API key>`.' : 'The Authorization header is missing.')
+  const who = await services.keys.verify(match[1]!)
+  if ('ok' in who) return who
+  const access = route.access
+  if (access.kind === 'root' && who.kind !== 'root') return forbidden('Only the root key may call this route.')
+  if (access.kind === 'project' && !hasScope(who, access.scope)) {
+    return forbidden(who.kind === 'root' ? 'The root key manages projects and keys; use a project key here.' : `The key lacks the ${access.scope} scope.`)
+  }
+  if (access.kind === 'any' && who.kind === 'project' && !hasScope(who, access.scope)) return forbidden(`The key lacks the ${access.scope} scope.`)
+  return who
+}
+
+function forbidden(message: string): Failure {
+  return failure('forbidden', 'forbidden', message)
+}
+
+function parseInput(
+  route: AnyRoute, _who: Principal, text: string, contentType: string, queryText: string,
+  bodyValidator: Validator | undefined, queryValidator: Validator | undefined,
+): { body: unknown; query: unknown } | Failure {
+  let body: unknown
+  if (route.method === 'POST') {
+    if (!JSON_TYPE.test(contentType)) return invalid([{ path: '$', message: 'Content-Type must be application/json' }], 'The body must be JSON (Content-Type: application/json).')
+    try {
+      body = JSON.parse(text)
+    } catch (error) {
+      return invalid([{ path: '$', message: (error as Error).message }], 'The body is not valid JSON.')
+    }
+    if (bodyValidator && !bodyValidator.check(body)) return invalid(bodyValidator.issues(body))
+  }
+  let query: unknown = {}
+  if (queryValidator) {
+    query = Object.fromEntries(new URLSearchParams(queryText))
+    if (!queryValidator.check(query)) return invalid(queryValidator.issues(query))
+  }
+  return { body, query }
+}
+
+/** Starts listening; port 0 picks a free port. */
+export function listen(app: TemplatedApp, host: string, port: number): Promise<HttpServer> {
+  return new Promise((resolve, reject) => {
+    app.listen(host, port, (token) => {
+      if (!token) return reject(new Error(`cannot listen on ${host}:${port}`))
+      resolve({ app, port: uWS.us_socket_local_port(token), close: () => uWS.us_listen_socket_close(token) })
+    })
+  })
+}

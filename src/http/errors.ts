@@ -1,0 +1,41 @@
+import type { Failure, FailureKind } from '../errors.js'
+
+/** The one place where a domain failure becomes an HTTP status and the spec's error envelope. */
+const STATUS: Record<FailureKind | 'method_not_allowed', [status: number, line: string, code: string]> = {
+  invalid: [400, '400 Bad Request', 'BAD_REQUEST'],
+  unauthenticated: [401, '401 Unauthorized', 'UNAUTHORIZED'],
+  budget_exceeded: [402, '402 Payment Required', 'BUDGET_EXCEEDED'],
+  forbidden: [403, '403 Forbidden', 'FORBIDDEN'],
+  not_found: [404, '404 Not Found', 'NOT_FOUND'],
+  method_not_allowed: [405, '405 Method Not Allowed', 'METHOD_NOT_ALLOWED'],
+  conflict: [409, '409 Conflict', 'CONFLICT'],
+  precondition_failed: [412, '412 Precondition Failed', 'PRECONDITION_FAILED'],
+  payload_too_large: [413, '413 Payload Too Large', 'PAYLOAD_TOO_LARGE'],
+  too_many_requests: [429, '429 Too Many Requests', 'TOO_MANY_REQUESTS'],
+  internal: [500, '500 Internal Server Error', 'INTERNAL_SERVER_ERROR'],
+}
+
+export const ERROR_STATUSES = [400, 401, 403, 404, 409, 412, 413, 429, 500] as const
+
+export interface ErrorResponse {
+  status: number
+  statusLine: string
+  body: string
+}
+
+export function errorResponse(failure: Pick<Failure, 'kind' | 'reason' | 'message' | 'details'> | { kind: 'method_not_allowed'; reason: string; message: string; details?: Record<string, unknown> }, requestId: string, docsUrl: string): ErrorResponse {
+  const [status, statusLine, code] = STATUS[failure.kind]
+  const error: Record<string, unknown> = {
+    code,
+    docs: `${docsUrl}/api-reference/errors/code/${code}`,
+    message: failure.message,
+    requestId,
+  }
+  error.details = { reason: failure.reason, ...failure.details }
+  return { status, statusLine, body: JSON.stringify({ error }) }
+}
+
+const STATUS_LINES: Record<number, string> = { 200: '200 OK', 201: '201 Created' }
+export function statusLine(status: number): string {
+  return STATUS_LINES[status] ?? `${status}`
+}

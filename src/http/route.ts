@@ -1,0 +1,48 @@
+import type { Static, TSchema } from '@sinclair/typebox'
+import type { Result } from '../errors.js'
+import type { Services } from '../services.js'
+
+/** Who is calling: the operator's root key, or a project's API key with its scopes. */
+export type Principal =
+  | { kind: 'root' }
+  | { kind: 'project'; projectId: string; keyId: string; scopes: readonly string[] }
+
+/**
+ * Who may call a route: `public` (no key), `root` (only METERING_ROOT_KEY), `project` (a
+ * project key holding `scope`), or `any` (root, or a project key holding `scope`; the handler
+ * then checks which project the request names).
+ */
+export type Access = { kind: 'public' } | { kind: 'root' } | { kind: 'project'; scope: string } | { kind: 'any'; scope: string }
+
+export interface HandlerInput<Body, Query> {
+  body: Body
+  query: Query
+  params: Record<string, string>
+  principal: Principal
+  /** The principal's project (empty for root). */
+  projectId: string
+  services: Services
+  requestId: string
+}
+
+export interface Route<B extends TSchema = TSchema, Q extends TSchema = TSchema, R extends TSchema = TSchema> {
+  method: 'GET' | 'POST'
+  /** uWS pattern: `/v1/runs/get/:runId`. */
+  path: string
+  operationId: string
+  summary: string
+  description?: string
+  tags: string[]
+  access: Access
+  body?: B
+  query?: Q
+  response: R
+  handler(input: HandlerInput<Static<B>, Static<Q>>): Promise<Result<Static<R>>> | Result<Static<R>>
+}
+
+/** Declares a route; the generic parameters carry the schemas' static types into the handler. */
+export function defineRoute<B extends TSchema, Q extends TSchema, R extends TSchema>(route: Route<B, Q, R>): Route<B, Q, R> {
+  return route
+}
+
+export type AnyRoute = Route<TSchema, TSchema, TSchema>

@@ -1,0 +1,15 @@
+import { defineRoute } from '../../route.js'
+import { BudgetKey, strictObject } from '../../schemas.js'
+import { BudgetViewSchema } from './schemas.js'
+
+export const getBudget = defineRoute({
+  method: 'POST',
+  path: '/v1/budgets/get',
+  operationId: 'budgets.get',
+  summary: 'Read a budget and its balance',
+  tags: ['budgets'],
+  access: { kind: 'project', scope: 'budgets:read' },
+  body: strictObject({ key: BudgetKey }),
+  response: BudgetViewSchema,
+  handler: ({ body, projectId, services }) => services.budgets.get(projectId, body.key),
+})

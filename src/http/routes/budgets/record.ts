@@ -1,0 +1,16 @@
+import { defineRoute } from '../../route.js'
+import { Amount, BudgetKey, IdempotencyKey, strictObject } from '../../schemas.js'
+import { ConsumptionSchema } from './schemas.js'
+
+export const recordUsage = defineRoute({
+  method: 'POST',
+  path: '/v1/budgets/record',
+  operationId: 'budgets.record',
+  summary: 'Record usage after the fact',
+  description: 'Never denied: the only way past a hard limit.',
+  tags: ['budgets'],
+  access: { kind: 'project', scope: 'budgets:write' },
+  body: strictObject({ key: BudgetKey, amount: Amount, idempotencyKey: IdempotencyKey }),
+  response: ConsumptionSchema,
+  handler: ({ body, projectId, services }) => services.budgets.record(projectId, body),
+})

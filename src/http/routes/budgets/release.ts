@@ -1,0 +1,16 @@
+import { defineRoute } from '../../route.js'
+import { BudgetKey, HoldId, strictObject } from '../../schemas.js'
+import { HoldOutcomeSchema } from './schemas.js'
+
+export const releaseHold = defineRoute({
+  method: 'POST',
+  path: '/v1/budgets/release',
+  operationId: 'budgets.release',
+  summary: 'Release an open hold',
+  description: 'Only after confirming zero usage and no continuing work. Releasing twice replays.',
+  tags: ['budgets'],
+  access: { kind: 'project', scope: 'budgets:write' },
+  body: strictObject({ key: BudgetKey, holdId: HoldId }),
+  response: HoldOutcomeSchema,
+  handler: ({ body, projectId, services }) => services.budgets.release(projectId, body),
+})

@@ -1,0 +1,30 @@
+import { Type } from '@sinclair/typebox'
+import { failure } from '../../../errors.js'
+import { SCOPES } from '../../../keys/service.js'
+import { defineRoute } from '../../route.js'
+import { EpochMs, strictObject } from '../../schemas.js'
+
+const Scope = Type.Union([Type.Literal('*'), ...SCOPES.map((s) => Type.Literal(s))])
+
+export const createKey = defineRoute({
+  method: 'POST',
+  path: '/v1/keys/create',
+  operationId: 'keys.create',
+  summary: 'Create an API key for a project',
+  description: 'The root key may create keys for any project; a project key with keys:write only for its own.',
+  tags: ['admin'],
+  access: { kind: 'any', scope: 'keys:write' },
+  body: strictObject({
+    projectId: Type.String({ minLength: 1, maxLength: 36 }),
+    name: Type.Optional(Type.String({ maxLength: 128 })),
+    scopes: Type.Optional(Type.Array(Scope, { minItems: 1, uniqueItems: true, description: 'Default ["*"].' })),
+    expiresAt: Type.Optional(Type.Union([EpochMs, Type.Null()])),
+  }),
+  response: Type.Object({
+    keyId: Type.String(), apiKey: Type.String(), projectId: Type.String(), scopes: Type.Array(Type.String()), expiresAt: Type.Union([Type.Integer(), Type.Null()]),
+  }),
+  handler: ({ body, principal, services }) => {
+    if (principal.kind === 'project' && principal.projectId !== body.projectId) return failure('forbidden', 'other_project', 'This key belongs to another project.')
+    return services.keys.createKey(body.projectId, body)
+  },
+})

@@ -1,0 +1,39 @@
+import type { TSchema } from '@sinclair/typebox'
+import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
+import type { Issue } from '../errors.js'
+
+/** A validator compiled once, at route registration. */
+export interface Validator {
+  check(value: unknown): boolean
+  issues(value: unknown): Issue[]
+}
+
+export function compile(schema: TSchema): Validator {
+  const checker: TypeCheck<TSchema> = TypeCompiler.Compile(schema)
+  return {
+    check: (value) => checker.Check(value),
+    issues(value) {
+      // One message per path, the first TypeBox gives: unions report every branch otherwise.
+      const byPath = new Map<string, string>()
+      for (const error of checker.Errors(value)) {
+        const path = toJsonPath(error.path)
+        if (!byPath.has(path)) byPath.set(path, error.message)
+        if (byPath.size >= 50) break
+      }
+      return [...byPath].map(([path, message]) => ({ path, message }))
+    },
+  }
+}
+
+/** `/limits/0/amount` → `$.limits[0].amount`; names that are not identifiers use brackets. */
+export function toJsonPath(pointer: string): string {
+  let path = '$'
+  if (pointer === '') return path
+  for (const raw of pointer.slice(1).split('/')) {
+    const part = raw.replace(/~1/g, '/').replace(/~0/g, '~')
+    if (/^(0|[1-9][0-9]*)$/.test(part)) path += `[${part}]`
+    else if (/^[A-Za-z_$][A-Za-z0-9_$]*$/.test(part)) path += `.${part}`
+    else path += `[${JSON.stringify(part)}]`
+  }
+  return path
+}

@@ -1,0 +1,8 @@
+/** Redis keys of projects and API keys. Each is used alone, so they need no shared hash tag. */
+export const projectKey = (projectId: string) => `mg:project:${projectId}`
+/** An API key's record, found by the SHA-256 of the key: the key itself is never stored. */
+export const apiKeyKey = (sha: string) => `mg:apikey:${sha}`
+/** keyId → sha, so a key can be revoked by its id. */
+export const apiKeyIdKey = (keyId: string) => `mg:apikeyid:${keyId}`
+/** Every gateway listens here and drops a revoked key from its cache at once. */
+export const REVOCATION_CHANNEL = 'mg:apikeys:revoked'

@@ -1,0 +1,251 @@
+// Runs a real redis-server as a child process, for `npm start` and the tests.
+//
+// We spawn the Debian `redis-server` binary instead of depending on Docker or
+// a system service: it starts in well under a second, each caller gets its
+// own port and data directory, and nothing outlives the Node process that
+// started it.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { access, constants, mkdir } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+
+export interface RedisServerHandle {
+  host: string;
+  port: number;
+  url: string;
+  pid: number;
+  dir: string;
+  stop(): Promise<void>;
+}
+
+export interface StartRedisServerOptions {
+  dataDir: string;
+  /** Fixed port; by default a free one is picked (and re-picked if taken meanwhile). */
+  port?: number;
+  /** AOF persistence with fsync every second; default true. */
+  appendOnly?: boolean;
+  extraArgs?: string[];
+  binary?: string;
+}
+
+const HOST = '127.0.0.1';
+const READY_TIMEOUT_MS = 10_000;
+const STOP_GRACE_MS = 5_000;
+const OUTPUT_TAIL_CHARS = 4_000;
+const INSTALL_HINT =
+  'redis-server must be installed (Debian: apt-get install redis-server redis-tools, or run scripts/install.sh)';
+
+/** Asks the kernel for a currently free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.once('error', reject);
+    srv.listen(0, HOST, () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export async function startRedisServer(opts: StartRedisServerOptions): Promise<RedisServerHandle> {
+  // A port from freePort() can be taken by someone else before redis binds
+  // it; when we chose the port ourselves, just choose again.
+  const attempts = opts.port === undefined ? 3 : 1;
+  for (let i = 1; ; i++) {
+    const port = opts.port ?? (await freePort());
+    try {
+      return await startOnce(opts, port);
+    } catch (err) {
+      if (i >= attempts || !(err instanceof PortInUseError)) throw err;
+    }
+  }
+}
+
+class PortInUseError extends Error {}
+
+async function startOnce(opts: StartRedisServerOptions, port: number): Promise<RedisServerHandle> {
+  const dir = path.resolve(opts.dataDir);
+  await mkdir(dir, { recursive: true });
+  const binary = opts.binary ?? 'redis-server';
+  const binPath = await findExecutable(binary);
+  if (binPath === undefined) {
+    throw new Error(`cannot start redis: binary "${binary}" not found on PATH; ${INSTALL_HINT}`);
+  }
+
+  const args = [
+    '--port', String(port),
+    '--bind', HOST,
+    '--dir', dir,
+    // No RDB snapshots: durability, when wanted, comes from the AOF alone.
+    '--save', '',
+    '--protected-mode', 'no',
+    '--daemonize', 'no',
+  ];
+  if (opts.appendOnly ?? true) args.push('--appendonly', 'yes', '--appendfsync', 'everysec');
+  args.push(...(opts.extraArgs ?? []));
+
+  // redis logs to stdout; keep only the tail, for error messages. The pipes
+  // must be drained for the server's whole life or it would block on a full pipe.
+  let output = '';
+  const collect = (chunk: Buffer): void => {
+    output = (output + chunk.toString('utf8')).slice(-OUTPUT_TAIL_CHARS);
+  };
+
+  // On Linux, launch through setpriv --pdeathsig (util-linux): the kernel then
+  // SIGTERMs redis when this process dies without running its 'exit' handler
+  // (SIGKILL, a crash, a SIGTERM nobody handles). An orphaned redis would keep
+  // the port and keep appending to an AOF that a restarted gateway's new redis
+  // would open too. setpriv execs redis, so child.pid is redis's pid.
+  const setpriv = process.platform === 'linux' ? await findExecutable('setpriv') : undefined;
+  const child = setpriv
+    ? spawn(setpriv, ['--pdeathsig', 'TERM', binPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(binPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout?.on('data', collect);
+  child.stderr?.on('data', collect);
+
+  // Settles once the process is gone: 'close' comes after 'exit' and after the
+  // pipes are drained (so `output` is complete); 'error' is a failed spawn.
+  let gone: Error | { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  const goneP = new Promise<void>((resolve) => {
+    child.once('error', (err) => {
+      gone ??= err;
+      resolve();
+    });
+    child.once('close', (code, signal) => {
+      gone ??= { code, signal };
+      resolve();
+    });
+  });
+  track(child);
+  void goneP.then(() => untrack(child));
+
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  let ready = false;
+  while (!ready && gone === undefined && Date.now() < deadline) {
+    ready = await isReady(port, child.pid);
+    if (!ready) await Promise.race([goneP, delay(50)]);
+  }
+
+  if (gone instanceof Error) {
+    const code = (gone as NodeJS.ErrnoException).code;
+    throw new Error(
+      code === 'ENOENT'
+        ? `cannot start redis: binary "${binary}" not found on PATH; ${INSTALL_HINT}`
+        : `cannot start redis (${binary}): ${gone.message}; ${INSTALL_HINT}`,
+      { cause: gone },
+    );
+  }
+  if (gone !== undefined) {
+    const how = gone.signal ? `signal ${gone.signal}` : `code ${gone.code}`;
+    const msg =
+      `redis-server (port ${port}) exited with ${how} before it was ready. ` +
+      `Output tail:\n${output.trimEnd()}\n(${INSTALL_HINT})`;
+    throw output.includes('Address already in use') ? new PortInUseError(msg) : new Error(msg);
+  }
+  if (!ready) {
+    await terminate(child, goneP);
+    throw new Error(
+      `redis-server (port ${port}) did not answer PING within ${READY_TIMEOUT_MS} ms. Output tail:\n${output}`,
+    );
+  }
+
+  let stopping: Promise<void> | undefined;
+  return {
+    host: HOST,
+    port,
+    url: `redis://${HOST}:${port}`,
+    pid: child.pid as number,
+    dir,
+    stop: () => (stopping ??= terminate(child, goneP)),
+  };
+}
+
+/**
+ * SIGTERM, not SHUTDOWN NOSAVE over a connection: on SIGTERM redis writes and
+ * fsyncs the AOF before exiting, which is what durability needs. SIGKILL only
+ * if it hangs.
+ */
+async function terminate(child: ChildProcess, goneP: Promise<void>): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return goneP;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+  try {
+    await goneP;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * One raw RESP round trip: PING, then INFO server. A server still loading its
+ * AOF answers "-LOADING ...", so only "+PONG" counts; and the process_id check
+ * makes sure we are not talking to some other server that already held the
+ * port (ours would then be about to exit with "Address already in use").
+ */
+function isReady(port: number, pid: number | undefined): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: HOST, port });
+    let buf = '';
+    const done = (ok: boolean): void => {
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(1_000, () => done(false));
+    sock.once('error', () => done(false));
+    sock.once('close', () => done(false));
+    sock.once('connect', () => sock.write('PING\r\nINFO server\r\n'));
+    sock.on('data', (d) => {
+      buf += d.toString('latin1');
+      if (buf.includes('\r\n') && !buf.startsWith('+PONG\r\n')) return done(false);
+      const m = /process_id:(\d+)\r\n/.exec(buf);
+      if (m) done(Number(m[1]) === pid);
+    });
+  });
+}
+
+/** Absolute path of an executable, looked up on PATH as a shell would. */
+async function findExecutable(name: string): Promise<string | undefined> {
+  const candidates = name.includes('/')
+    ? [path.resolve(name)]
+    : (process.env.PATH ?? '').split(path.delimiter).filter(Boolean).map((d) => path.join(d, name));
+  for (const candidate of candidates) {
+    try {
+      await access(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// Children still running when this process exits would otherwise be orphaned
+// (and keep their ports). The 'exit' handler must be synchronous, so it can
+// only send signals; SIGTERM still lets redis flush its AOF on its own. It is
+// registered only while at least one child is alive.
+const live = new Set<ChildProcess>();
+
+function killLive(): void {
+  for (const child of live) {
+    try {
+      child.kill('SIGTERM');
+    } catch {
+      // already gone
+    }
+  }
+}
+
+function track(child: ChildProcess): void {
+  if (live.size === 0) process.on('exit', killLive);
+  live.add(child);
+}
+
+function untrack(child: ChildProcess): void {
+  if (live.delete(child) && live.size === 0) process.off('exit', killLive);
+}

@@ -1,0 +1,8 @@
+import type { BudgetService } from './budgets/service.js'
+import type { KeyService } from './keys/service.js'
+
+/** The domain services a route handler may call. */
+export interface Services {
+  budgets: BudgetService
+  keys: KeyService
+}

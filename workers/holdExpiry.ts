@@ -1,0 +1,52 @@
+import type { Cluster, Redis } from 'ioredis'
+import type { BudgetService } from '../src/budgets/service.js'
+import { SWEEP_PATTERNS, tagOfIndexKey } from '../src/budgets/keys.js'
+import type { RedisClient } from '../src/redis/scripts.js'
+
+/**
+ * The background sweep of expired holds. Budgets apply expiry lazily whenever they are
+ * touched; this settles holds of budgets nobody touches, so their usage shows and their
+ * retention ends. It scans for budgets that have open holds or closed holds to forget (on a
+ * Cluster, every master), then runs one expireHolds script per budget.
+ */
+export async function sweepExpiredHolds(redis: RedisClient, budgets: BudgetService): Promise<{ budgets: number; expired: number; purged: number }> {
+  const tags = new Set<string>()
+  const nodes: Redis[] = isCluster(redis) ? redis.nodes('master') : [redis as Redis]
+  for (const node of nodes) {
+    for (const pattern of SWEEP_PATTERNS) {
+      let cursor = '0'
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
+        cursor = next
+        for (const key of keys) {
+          const tag = tagOfIndexKey(key)
+          if (tag) tags.add(tag)
+        }
+      } while (cursor !== '0')
+    }
+  }
+  let expired = 0
+  let purged = 0
+  for (const tag of tags) {
+    const step = await budgets.expire(tag)
+    expired += step.expired
+    purged += step.purged
+  }
+  return { budgets: tags.size, expired, purged }
+}
+
+function isCluster(redis: RedisClient): redis is Cluster {
+  return (redis as Cluster).isCluster === true
+}
+
+/** Runs the sweep every `intervalMs` until stopped; one sweep at a time. */
+export function startHoldExpiry(redis: RedisClient, budgets: BudgetService, intervalMs: number, onError: (err: unknown) => void): () => void {
+  let running = false
+  const timer = setInterval(() => {
+    if (running) return
+    running = true
+    sweepExpiredHolds(redis, budgets).catch(onError).finally(() => { running = false })
+  }, intervalMs)
+  timer.unref()
+  return () => clearInterval(timer)
+}
