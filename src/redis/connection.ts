@@ -5,7 +5,9 @@ import type { RedisClient } from './scripts.js'
  * Connects to Redis from a URL. `redis://host:port/db` is a standalone server;
  * `redis+cluster://host1:port1,host2:port2` names seed nodes of a Redis Cluster.
  */
-export function connectRedis(url: string, name = 'metering'): RedisClient {
+export function connectRedis(url: string, name = 'metering', options: { blocking?: boolean } = {}): RedisClient {
+  // BullMQ workers block on their connection and require commands never to be given up on.
+  const retries = options.blocking ? { maxRetriesPerRequest: null } : { maxRetriesPerRequest: 3 }
   if (url.startsWith('redis+cluster://')) {
     const seeds = url
       .slice('redis+cluster://'.length)
@@ -14,12 +16,7 @@ export function connectRedis(url: string, name = 'metering'): RedisClient {
         const [host, port] = hostPort.split(':')
         return { host: host ?? '127.0.0.1', port: Number(port ?? 6379) }
       })
-    return new Cluster(seeds, { redisOptions: { connectionName: name }, enableReadyCheck: true })
+    return new Cluster(seeds, { redisOptions: { connectionName: name, ...retries }, enableReadyCheck: true })
   }
-  return new Redis(url, { connectionName: name, maxRetriesPerRequest: 3, enableAutoPipelining: false })
-}
-
-/** A connection that can SUBSCRIBE: a duplicate of the command connection. */
-export function duplicateForSubscribe(redis: RedisClient): RedisClient {
-  return redis.duplicate()
+  return new Redis(url, { connectionName: name, ...retries })
 }

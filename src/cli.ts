@@ -1,0 +1,66 @@
+import { parseArgs } from 'node:util'
+import { systemClock } from './clock.js'
+import { loadConfig } from './config.js'
+import { KeyService } from './keys/service.js'
+import { connectRedis } from './redis/connection.js'
+import { runningEmbeddedRedis, startEmbeddedRedis } from './redis/local.js'
+
+const USAGE = `Usage: npm run cli -- <command>
+  project create [--name NAME]                         create a project and its first key
+  key create --project ID [--scopes a,b] [--expires-at MS] [--name NAME]
+  key revoke KEY_ID
+Redis: REDIS_URL, else the embedded redis-server of METERING_DATA_DIR (./data), started for
+the command if the service is not running.`
+
+/** Administration without HTTP: projects and keys, straight against Redis. */
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { name: { type: 'string' }, project: { type: 'string' }, scopes: { type: 'string' }, 'expires-at': { type: 'string' } },
+  })
+  const [noun, verb, arg] = positionals
+  const config = loadConfig()
+  const running = config.redisUrl ?? (await runningEmbeddedRedis(config.dataDir))
+  const embedded = running ? undefined : await startEmbeddedRedis(config.dataDir)
+  const redis = connectRedis(running ?? embedded!.url, 'metering-cli')
+  const keys = new KeyService(redis, systemClock)
+  try {
+    if (noun === 'project' && verb === 'create') {
+      print(await keys.createProject(values.name ?? ''))
+    } else if (noun === 'key' && verb === 'create' && values.project) {
+      const result = await keys.createKey(values.project, {
+        name: values.name,
+        scopes: values.scopes?.split(','),
+        expiresAt: values['expires-at'] ? Number(values['expires-at']) : null,
+      })
+      if (!result.ok) return fail(result.message)
+      print(result.value)
+    } else if (noun === 'key' && verb === 'revoke' && arg) {
+      const result = await keys.revokeKey(arg)
+      if (!result.ok) return fail(result.message)
+      print(result.value)
+    } else {
+      console.error(USAGE)
+      return 2
+    }
+    return 0
+  } finally {
+    await redis.quit()
+    await embedded?.stop()
+  }
+}
+
+function print(value: unknown): void {
+  console.log(JSON.stringify(value, null, 2))
+}
+
+function fail(message: string): number {
+  console.error(message)
+  return 1
+}
+
+main(process.argv.slice(2)).then((code) => process.exit(code), (err: unknown) => {
+  console.error(err instanceof Error ? err.message : err)
+  process.exit(1)
+})
