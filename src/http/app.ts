@@ -6,7 +6,7 @@ import { hasScope } from '../keys/service.js'
 import type { RateLimiter } from '../ratelimit/limiter.js'
 import type { Services } from '../services.js'
 import { readBody } from './body.js'
-import { errorResponse, statusLine } from './errors.js'
+import { errorResponse, statusLine, type ErrorLike } from './errors.js'
 import type { Metrics } from './metrics.js'
 import type { AnyRoute, Principal } from './route.js'
 import { compile, type Validator } from './validation.js'
@@ -33,7 +33,8 @@ export interface HttpServer {
 interface Exchange {
   res: HttpResponse
   requestId: string
-  aborted: boolean
+  /** Answered, or the client went away: either way nothing more may be written. */
+  done: boolean
   started: number
   route: string
 }
@@ -53,8 +54,8 @@ export function createHttpApp(options: HttpOptions): TemplatedApp {
   const { logger, metrics, docsUrl, services } = options
 
   const send = (ex: Exchange, status: number, line: string, body: string, headers?: Record<string, string>, close = false): void => {
-    if (ex.aborted) return
-    ex.aborted = true
+    if (ex.done) return
+    ex.done = true
     ex.res.cork(() => {
       ex.res.writeStatus(line).writeHeader('content-type', 'application/json').writeHeader('x-request-id', ex.requestId)
       if (headers) for (const name in headers) ex.res.writeHeader(name, headers[name]!)
@@ -62,14 +63,14 @@ export function createHttpApp(options: HttpOptions): TemplatedApp {
     })
     metrics.record(ex.route, status, (performance.now() - ex.started) / 1000)
   }
-  const fail = (ex: Exchange, f: Pick<Failure, 'kind' | 'reason' | 'message' | 'details'>, headers?: Record<string, string>, close = false): void => {
+  const fail = (ex: Exchange, f: ErrorLike, headers?: Record<string, string>, close = false): void => {
     const r = errorResponse(f, ex.requestId, docsUrl)
     send(ex, r.status, r.statusLine, r.body, headers, close)
   }
   const begin = (res: HttpResponse, req: HttpRequest, route: string): Exchange => {
     const given = req.getHeader('x-request-id')
-    const ex: Exchange = { res, requestId: REQUEST_ID.test(given) ? given : ID_PREFIX + (++requestSeq).toString(36), aborted: false, started: performance.now(), route }
-    res.onAborted(() => { ex.aborted = true })
+    const ex: Exchange = { res, requestId: REQUEST_ID.test(given) ? given : ID_PREFIX + (++requestSeq).toString(36), done: false, started: performance.now(), route }
+    res.onAborted(() => { ex.done = true })
     return ex
   }
 
@@ -82,11 +83,11 @@ export function createHttpApp(options: HttpOptions): TemplatedApp {
       const authorization = req.getHeader('authorization')
       const contentType = req.getHeader('content-type')
       const declaredLength = Number(req.getHeader('content-length') || 0)
-      const params: Record<string, string> = {}
-      paramNames.forEach((name, i) => { params[name] = decodeURIComponent(req.getParameter(i) ?? '') })
+      const params = readParams(req, paramNames)
       const queryText = req.getQuery() ?? ''
 
       if (route.method === 'POST' && declaredLength > options.maxBodyBytes) return fail(ex, tooLarge(options.maxBodyBytes), undefined, true)
+      if (params === undefined) return fail(ex, invalid([{ path: '$', message: 'a path parameter is not valid percent-encoding' }]))
       const principal = authenticate(services, route, authorization)
       const body = route.method === 'POST'
         ? new Promise<string | null>((resolve) => readBody(res, options.maxBodyBytes, resolve, () => resolve(null)))
@@ -133,8 +134,8 @@ export function createHttpApp(options: HttpOptions): TemplatedApp {
   })
   app.get('/metrics', (res, req) => {
     const ex = begin(res, req, '/metrics')
-    if (ex.aborted) return
-    ex.aborted = true
+    if (ex.done) return
+    ex.done = true
     res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'text/plain; version=0.0.4').writeHeader('x-request-id', ex.requestId).end(metrics.render()))
   })
   const openapiText = JSON.stringify(options.openapi)
@@ -147,7 +148,7 @@ export function createHttpApp(options: HttpOptions): TemplatedApp {
   for (const [path, methods] of allowed) {
     app.any(path, (res, req) => {
       const ex = begin(res, req, path)
-      fail(ex, { kind: 'method_not_allowed' as never, reason: 'method_not_allowed', message: `${req.getMethod().toUpperCase()} is not allowed here; use ${methods.join(', ')}.` }, { allow: methods.join(', ') })
+      fail(ex, { kind: 'method_not_allowed', reason: 'method_not_allowed', message: `${req.getMethod().toUpperCase()} is not allowed here; use ${methods.join(', ')}.` }, { allow: methods.join(', ') })
     })
   }
   app.any('/*', (res, req) => {
@@ -155,6 +156,17 @@ export function createHttpApp(options: HttpOptions): TemplatedApp {
     fail(ex, failure('not_found', 'route_not_found', `No route ${req.getMethod().toUpperCase()} ${req.getUrl()}.`))
   })
   return app
+}
+
+/** Path parameters, percent-decoded; undefined when one is not valid percent-encoding. */
+function readParams(req: HttpRequest, names: string[]): Record<string, string> | undefined {
+  const params: Record<string, string> = {}
+  try {
+    names.forEach((name, i) => { params[name] = decodeURIComponent(req.getParameter(i) ?? '') })
+  } catch {
+    return undefined
+  }
+  return params
 }
 
 function tooLarge(max: number): Failure {

@@ -1,4 +1,4 @@
-import type { Failure, FailureKind } from '../errors.js'
+import type { FailureKind } from '../errors.js'
 
 /** The one place where a domain failure becomes an HTTP status and the spec's error envelope. */
 const STATUS: Record<FailureKind | 'method_not_allowed', [status: number, line: string, code: string]> = {
@@ -23,7 +23,15 @@ export interface ErrorResponse {
   body: string
 }
 
-export function errorResponse(failure: Pick<Failure, 'kind' | 'reason' | 'message' | 'details'> | { kind: 'method_not_allowed'; reason: string; message: string; details?: Record<string, unknown> }, requestId: string, docsUrl: string): ErrorResponse {
+/** A domain failure, or the one failure only HTTP knows: a method the path does not take. */
+export interface ErrorLike {
+  kind: FailureKind | 'method_not_allowed'
+  reason: string
+  message: string
+  details?: Record<string, unknown>
+}
+
+export function errorResponse(failure: ErrorLike, requestId: string, docsUrl: string): ErrorResponse {
   const [status, statusLine, code] = STATUS[failure.kind]
   const error: Record<string, unknown> = {
     code,

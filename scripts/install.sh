@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs everything the gateway and its tests need on a fresh Debian
+# (bookworm) machine with Node 20, as root. Idempotent: re-running only
+# re-syncs npm packages. Used by .ci/run; fine to run by hand.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# --- system packages (Debian) -------------------------------------------------
+apt_pkgs=()
+# The tests and `npm start` spawn their own redis-server (src/redis/embedded.ts);
+# redis-cli is used to form the test cluster.
+command -v redis-server >/dev/null 2>&1 || apt_pkgs+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || apt_pkgs+=(redis-tools)
+# --- clickhouse-server: a later issue adds its install here -------------------
+
+if ((${#apt_pkgs[@]} > 0)); then
+  sudo=()
+  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+  echo "install.sh: apt-get install ${apt_pkgs[*]}"
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${apt_pkgs[@]}" >/dev/null
+  # The Debian package may start a system redis on :6379; we never use it
+  # (each process starts its own), so stop it. Usually there is no systemd.
+  if [[ " ${apt_pkgs[*]} " == *" redis-server "* ]]; then
+    { "${sudo[@]}" systemctl stop redis-server || "${sudo[@]}" service redis-server stop; } >/dev/null 2>&1 || true
+  fi
+fi
+for bin in redis-server redis-cli; do
+  command -v "$bin" >/dev/null 2>&1 || { echo "install.sh: $bin still not on PATH" >&2; exit 1; }
+done
+
+# --- npm packages -------------------------------------------------------------
+npm_flags=(--no-audit --no-fund --loglevel=error)
+if [[ -f package-lock.json ]]; then
+  # npm ci can refuse a lockfile that npm install accepts: when the registry
+  # mirror lacks other platforms' optional packages (@rollup/rollup-darwin-*,
+  # ...), npm install leaves them out of the lockfile and npm ci then calls it
+  # "out of sync". Fall back to npm install, which still honours the lockfile.
+  ci_log=$(mktemp)
+  if ! npm ci "${npm_flags[@]}" 2>"$ci_log"; then
+    echo "install.sh: npm ci failed ($(grep -v '^npm error code' "$ci_log" | grep -m1 -E '^npm error .{8,}' | cut -c11-150)); using npm install"
+    npm install "${npm_flags[@]}"
+  fi
+  rm -f "$ci_log"
+else
+  npm install "${npm_flags[@]}"
+fi
+echo "install.sh: ok ($(redis-server --version | grep -o 'v=[0-9.]*'), node $(node --version))"
