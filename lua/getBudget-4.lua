@@ -13,4 +13,4 @@ local now, retention = tonumber(ARGV[1]), tonumber(ARGV[2])
 local b = touchBudget(KEYS, now, retention)
 if b == nil then return { 'budget_not_found' } end
 saveBudget(b, KEYS[1])
-return budgetReply(b, 'ok', { b.unit, int(b.dttl), int(b.mttl), b.closes })
+return budgetReply(b, 'ok', { redis.call('HGET', KEYS[1], 'unit') or '', int(b.dttl), int(b.mttl), b.closes })

@@ -18,36 +18,28 @@ local key = KEYS[1]
 local old = touchBudget(KEYS, now, retention)
 local kept = {}
 if old then
-  saveBudget(old, key)
-  local fields = {}
-  for i, l in ipairs(old.limits) do
-    kept[l.id] = l
-    for _, f in ipairs({ 'id', 'w', 'e', 'an', 'ah', 'al', 'ch', 'cl', 'ps' }) do fields[#fields + 1] = i .. '.' .. f end
-  end
-  if #fields > 0 then redis.call('HDEL', key, unpack(fields)) end
+  for _, l in ipairs(old.limits) do kept[l.id] = l end
 end
 
-local n = tonumber(ARGV[7])
-local args = { 'unit', ARGV[3], 'dttl', ARGV[4], 'mttl', ARGV[5], 'closes', ARGV[6], 'n', ARGV[7] }
-for i = 1, n do
+local b = {
+  seq = old and old.seq or 0, hh = old and old.hh or 0, hl = old and old.hl or 0, nexp = old and old.nexp,
+  limits = {}, dirty = true,
+}
+local cfg = { ARGV[4], '|', ARGV[5], '|', ARGV[6], ';' }
+for i = 1, tonumber(ARGV[7]) do
   local base = 7 + (i - 1) * 6
-  local id, w = ARGV[base + 1], ARGV[base + 2]
-  local p = i .. '.'
-  for _, kv in ipairs({ { 'id', id }, { 'w', w }, { 'e', ARGV[base + 3] }, { 'an', ARGV[base + 4] },
-                        { 'ah', ARGV[base + 5] }, { 'al', ARGV[base + 6] } }) do
-    args[#args + 1] = p .. kv[1]; args[#args + 1] = kv[2]
-  end
+  local id, w, e, an, ah, al = ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], ARGV[base + 4], ARGV[base + 5], ARGV[base + 6]
+  cfg[#cfg + 1] = id .. '|' .. w .. '|' .. e .. '|' .. an .. '|' .. ah .. '|' .. al .. ';'
+  local l = {
+    id = id, w = w, e = e, an = an, anchor = (an == '') and defaultAnchor(w) or tonumber(an),
+    ah = tonumber(ah), al = tonumber(al), ch = 0, cl = 0, ps = -1,
+  }
   local prev = kept[id]
-  if prev and prev.w == w then
-    args[#args + 1] = p .. 'ch'; args[#args + 1] = int(prev.ch)
-    args[#args + 1] = p .. 'cl'; args[#args + 1] = int(prev.cl)
-    args[#args + 1] = p .. 'ps'; args[#args + 1] = int(prev.ps)
-  end
+  if prev and prev.w == w then l.ch, l.cl, l.ps = prev.ch, prev.cl, prev.ps end
+  b.limits[i] = l
 end
-redis.call('HSET', key, unpack(args))
-
-local b = loadBudget(key)
+b.cfg = table.concat(cfg)
+redis.call('HSET', key, 'cfg', b.cfg, 'unit', ARGV[3])
 rollWindows(b, now)
 saveBudget(b, key)
-local status = old and 'updated' or 'created'
-return budgetReply(b, status, { b.unit, int(b.dttl), int(b.mttl), b.closes })
+return budgetReply(b, old and 'updated' or 'created', { ARGV[3], ARGV[4], ARGV[5], ARGV[6] })

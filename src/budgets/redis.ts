@@ -34,29 +34,31 @@ export interface Snapshot {
   limits: LimitState[]
 }
 
-const LIMIT_WIDTH = 10
-
+/**
+ * Reads a budget reply (lua/includes/budget.lua): status, the operation's 8 values, the packed
+ * `cfg` and `st` fields as stored, then resetsAt and crossed per limit.
+ */
 function readSnapshot(reply: unknown[]): Snapshot {
   const status = String(reply[0])
   if (reply.length === 1) return { status, s: [], held: 0n, limits: [] }
-  const at = (i: number) => String(reply[i])
   const s = reply.slice(1, 9).map(String)
+  const configs = String(reply[9]).split(';')
+  const counters = String(reply[10]).split(';')
+  const [, heldHi, heldLo] = counters[0]!.split('|')
   const limits: LimitState[] = []
-  const n = Number(reply[11])
-  for (let i = 0, base = 12; i < n; i++, base += LIMIT_WIDTH) {
-    const resetsAt = Number(reply[base + 8])
+  for (let i = 1, at = 11; i < configs.length - 1; i++, at += 2) {
+    const [id, window, enforce, anchor, ah, al] = configs[i]!.split('|') as [string, Window, Enforce, string, string, string]
+    const [ch, cl] = counters[i]!.split('|') as [string, string]
+    const resetsAt = Number(reply[at])
     limits.push({
-      id: at(base),
-      window: at(base + 1) as Window,
-      enforce: at(base + 2) as Enforce,
-      anchor: at(base + 3),
-      amount: fromPair(at(base + 4), at(base + 5)),
-      consumed: fromPair(at(base + 6), at(base + 7)),
+      id, window, enforce, anchor,
+      amount: fromPair(ah, al),
+      consumed: fromPair(ch, cl),
       resetsAt: resetsAt < 0 ? null : resetsAt,
-      crossed: Number(reply[base + 9]) === 1,
+      crossed: Number(reply[at + 1]) === 1,
     })
   }
-  return { status, s, held: fromPair(at(9), at(10)), limits }
+  return { status, s, held: fromPair(heldHi!, heldLo!), limits }
 }
 
 const pairArgs = (units: bigint) => toPair(units).map(String)
