@@ -1,139 +1,166 @@
--- The budget record: one hash per budget, read with one HMGET of two packed fields, because
--- turning many hash fields into Lua values costs more than the rest of a call (measured:
--- HGETALL of 36 fields ~12 µs, HMGET of two fields plus string.match ~4 µs).
---   cfg = "dttl|mttl|closes;" then per limit "id|window|enforce|anchor|amount hi|amount lo;"
---   st  = "seq|held hi|held lo|nexp;" then per limit, in cfg's order, "consumed hi|consumed lo|period start;"
---   unit  (read only by get and upsert)
--- closes and anchor are '' when unset; nexp is a lower bound of the open holds' expiresAt, ''
--- when none is open. Limit ids, windows and numbers never contain '|' or ';'.
--- Holds live in a second hash (field = hold number, value = "state|hi|lo|expiresAt|shi|slo")
--- with state o (open), s (settled), r (released) or x (expired, settled at its full amount);
--- open holds are indexed by expiresAt in a sorted set, closed ones by purge time in another.
--- KEYS of every budget script start with: 1 budget hash, 2 holds hash, 3 open index, 4 purge index.
+-- The budget record: one hash per budget. Everything Lua reads on the hot path is packed as
+-- little-endian doubles with `struct` (exact for integers below 2^53), because turning hash
+-- fields and decimal strings into Lua numbers costs more than the rest of a call.
+--   num  dttl, mttl, closesAt (-1 none), n, then per limit: window code, hard (1|0),
+--        anchor (-1 = calendar), amount hi, amount lo                    (written by upsert)
+--   st   seq, held hi, held lo, nexp (-1 none), then per limit: consumed hi, consumed lo,
+--        period start, period end (-1 = never ends)                      (written by every change)
+--   cfg  "id|window|enforce|anchor|amount hi|amount lo;" per limit: for the gateway, never parsed here
+--   unit the budget's unit, read only by get
+--   h<n> hold n: state (1 open, 2 settled, 3 released, 4 expired), amount hi, lo, expiresAt,
+--        settled hi, lo
+-- nexp is a lower bound of the open holds' expiresAt. Open holds are indexed by expiresAt in a
+-- sorted set, closed ones by purge time in another.
+-- KEYS of every budget script start with: 1 budget hash, 2 open-hold index, 3 purge index.
+local OPEN, SETTLED, RELEASED, EXPIRED = 1, 2, 3, 4
 
-local function loadBudget(key)
-  local f = redis.call('HMGET', key, 'cfg', 'st')
-  local cfg, st = f[1], f[2]
-  if not cfg then return nil end
-  local dttl, mttl, closes, limitsCfg = string.match(cfg, '^(%d+)|(%d+)|(%d*);(.*)$')
-  local seq, hh, hl, nexp, counters = string.match(st, '^(%d+)|(%d+)|(%d+)|(%d*);(.*)$')
+-- Numbers passed to commands as integer text (a Lua number could reach Redis in exponent form).
+local function int(x)
+  return string.format('%d', x)
+end
+
+local function packHold(h)
+  return struct.pack('<dddddd', h.state, h.hi, h.lo, h.exp, h.shi, h.slo)
+end
+
+local function unpackHold(s)
+  local state, hi, lo, exp, shi, slo = struct.unpack('<dddddd', s)
+  return { state = state, hi = hi, lo = lo, exp = exp, shi = shi, slo = slo }
+end
+
+-- Reads the budget and, in the same HMGET, one more field (a hold, or the unit).
+-- Returns nil when the budget does not exist.
+local function loadBudget(key, extraField)
+  local f = redis.call('HMGET', key, 'num', 'st', 'cfg', extraField or 'unit')
+  if not f[1] then return nil end
+  local dttl, mttl, closes, n = struct.unpack('<dddd', f[1])
+  local num = { struct.unpack('<' .. string.rep('d', 5 * n), f[1], 33) }
+  local st = { struct.unpack('<' .. string.rep('d', 4 + 4 * n), f[2]) }
   local b = {
-    cfg = cfg, st = st, dttl = tonumber(dttl), mttl = tonumber(mttl), closes = closes,
-    seq = tonumber(seq), hh = tonumber(hh), hl = tonumber(hl), nexp = tonumber(nexp),
-    limits = {}, dirty = false,
+    dttl = dttl, mttl = mttl, closes = closes, cfg = f[3], extra = f[4],
+    seq = st[1], hh = st[2], hl = st[3], nexp = st[4],
+    limits = {}, dirty = false, writes = {}, closed = {},
   }
-  local nextCounter = string.gmatch(counters, '(%d+)|(%d+)|(%-?%d*);')
-  for id, w, e, an, ah, al in string.gmatch(limitsCfg, '([^|;]+)|(%a+)|(%a+)|(%d*)|(%d+)|(%d+);') do
-    local ch, cl, ps = nextCounter()
-    b.limits[#b.limits + 1] = {
-      id = id, w = w, e = e, an = an, anchor = (an == '') and defaultAnchor(w) or tonumber(an),
-      ah = tonumber(ah), al = tonumber(al),
-      ch = tonumber(ch) or 0, cl = tonumber(cl) or 0, ps = tonumber(ps) or -1,
+  for i = 1, n do
+    local c, s = (i - 1) * 5, 4 + (i - 1) * 4
+    local w, anchor = num[c + 1], num[c + 3]
+    b.limits[i] = {
+      w = w, hard = num[c + 2] == 1, anchor = (anchor < 0) and defaultAnchor(w) or anchor,
+      ah = num[c + 4], al = num[c + 5],
+      ch = st[s + 1], cl = st[s + 2], ps = st[s + 3], pe = st[s + 4],
     }
   end
   return b
 end
 
--- Moves every limit into the period containing now (resetting consumed when a new period
--- began) and remembers consumed at that point, so `crossed` covers all of this call's changes.
+-- Moves every limit into the period containing now, resetting consumed when a new period
+-- began, and remembers consumed at that point so `crossed` covers all of this call's changes.
+-- Periods only move forward: a gateway whose clock lags keeps counting in the newest period.
 local function rollWindows(b, now)
   for _, l in ipairs(b.limits) do
-    local start, finish = windowPeriod(l.w, l.anchor, now)
-    if l.ps ~= start then
-      l.ps, l.ch, l.cl = start, 0, 0
-      b.dirty = true
+    if l.pe >= 0 and now >= l.pe then
+      local start, finish = windowPeriod(l.w, l.anchor, now)
+      if start > l.ps then
+        l.ps, l.pe, l.ch, l.cl = start, finish, 0, 0
+        b.dirty = true
+      end
     end
-    l.resets, l.bh, l.bl = finish, l.ch, l.cl
+    l.bh, l.bl = l.ch, l.cl
   end
 end
 
--- Usage is counted in the period current at `t` only: for a hold that expired in an earlier
--- period the usage belongs to a window that has already reset.
+-- Adds usage to every limit; with `t`, only to limits whose current period contains t (a hold
+-- that expired in an earlier period belongs to a window that has already reset).
 local function consume(b, h, l, t)
   for _, lim in ipairs(b.limits) do
-    if t == nil or windowPeriod(lim.w, lim.anchor, t) == lim.ps then
+    if t == nil or (t >= lim.ps and (lim.pe < 0 or t < lim.pe)) then
       lim.ch, lim.cl = moneyAdd(lim.ch, lim.cl, h, l)
     end
   end
   b.dirty = true
 end
 
-local function parseHold(rec)
-  local state, hi, lo, exp, shi, slo = string.match(rec, '^(%a)|(%d+)|(%d+)|(%d+)|(%d*)|(%d*)$')
-  return { state = state, hi = tonumber(hi), lo = tonumber(lo), exp = tonumber(exp),
-    shi = tonumber(shi) or 0, slo = tonumber(slo) or 0 }
-end
-
-local function holdRecord(h)
-  return h.state .. '|' .. int(h.hi) .. '|' .. int(h.lo) .. '|' .. int(h.exp) .. '|' .. int(h.shi) .. '|' .. int(h.slo)
-end
-
--- Settles, at their full amount, open holds whose deadline has passed (at most `max` per
--- call; the rest on the next touch or sweep). nexp spares the index lookup on most calls.
 -- Closes an open hold: frees its held amount and records its final state. `usedAt` is when
--- the usage happened (now for a settle, the deadline for an expiry); nil usage = release.
+-- the usage happened (nil: now, for a settle; the deadline for an expiry); nil usage = release.
 local function closeHold(b, keys, id, h, state, uh, ul, usedAt, now, retentionMs)
   b.hh, b.hl = moneySub(b.hh, b.hl, h.hi, h.lo)
   if uh ~= nil then consume(b, uh, ul, usedAt) end
   h.state, h.shi, h.slo = state, uh or 0, ul or 0
-  redis.call('HSET', keys[2], id, holdRecord(h))
-  redis.call('ZADD', keys[4], int(now + retentionMs), id)
+  b.writes[#b.writes + 1] = 'h' .. id
+  b.writes[#b.writes + 1] = packHold(h)
+  b.closed[id] = h
+  redis.call('ZADD', keys[3], int(now + retentionMs), id)
   b.dirty = true
 end
 
+-- Settles, at their full amount, open holds whose deadline has passed (at most `max` per
+-- call; the rest on the next touch or sweep). nexp spares the index lookup on most calls.
 local function expireDue(b, keys, now, retentionMs, max)
-  if b.nexp == nil or b.nexp > now then return 0 end
-  local due = redis.call('ZRANGEBYSCORE', keys[3], '-inf', int(now), 'LIMIT', 0, max)
-  for _, id in ipairs(due) do
-    local rec = redis.call('HGET', keys[2], id)
-    if rec then
-      local h = parseHold(rec)
-      if h.state == 'o' then closeHold(b, keys, id, h, 'x', h.hi, h.lo, h.exp, now, retentionMs) end
+  if b.nexp < 0 or b.nexp > now then return 0 end
+  local due = redis.call('ZRANGEBYSCORE', keys[2], '-inf', int(now), 'LIMIT', 0, max)
+  if #due > 0 then
+    local fields = {}
+    for i, id in ipairs(due) do fields[i] = 'h' .. id end
+    local recs = redis.call('HMGET', keys[1], unpack(fields))
+    for i, id in ipairs(due) do
+      if recs[i] then
+        local h = unpackHold(recs[i])
+        if h.state == OPEN then closeHold(b, keys, id, h, EXPIRED, h.hi, h.lo, h.exp, now, retentionMs) end
+      end
     end
+    redis.call('ZREM', keys[2], unpack(due))
   end
-  if #due > 0 then redis.call('ZREM', keys[3], unpack(due)) end
-  local first = redis.call('ZRANGE', keys[3], 0, 0, 'WITHSCORES')
-  b.nexp = tonumber(first[2])
+  local first = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')
+  b.nexp = tonumber(first[2]) or -1
   b.dirty = true
   return #due
 end
 
-local function packState(b)
-  local parts = { int(b.seq), '|', int(b.hh), '|', int(b.hl), '|', b.nexp and int(b.nexp) or '', ';' }
-  for _, l in ipairs(b.limits) do
-    parts[#parts + 1] = int(l.ch) .. '|' .. int(l.cl) .. '|' .. int(l.ps) .. ';'
-  end
-  return table.concat(parts)
-end
-
+-- Writes the counters and every hold this call changed, in one HSET.
 local function saveBudget(b, key)
-  if b.dirty then
-    b.st = packState(b)
-    b.dirty = false
-    redis.call('HSET', key, 'st', b.st)
+  if not b.dirty then return end
+  local st = { b.seq, b.hh, b.hl, b.nexp }
+  for _, l in ipairs(b.limits) do
+    st[#st + 1] = l.ch; st[#st + 1] = l.cl; st[#st + 1] = l.ps; st[#st + 1] = l.pe
   end
+  local w = b.writes
+  w[#w + 1] = 'st'
+  w[#w + 1] = struct.pack('<' .. string.rep('d', #st), unpack(st))
+  redis.call('HSET', key, unpack(w))
+  b.dirty, b.writes = false, {}
 end
 
--- Reply: { status, s1..s8 (the operation's own values), cfg, st,
---          then per limit: resetsAt (-1 = none), crossed (0|1) }
--- cfg and st go back packed, as stored (callers save first): a few strings convert to a reply
--- far cheaper than one value per field. Numbers go back as exact integer replies (< 2^53).
+-- Reply: { status, s1..s8 (the operation's own values), cfg, held hi, held lo,
+--          then per limit: consumed hi, consumed lo, resetsAt (-1 = never), crossed (0|1) }
+-- Numbers go back as exact integer replies (all are below 2^53).
 local function budgetReply(b, status, s)
   local r = { status }
   for i = 1, 8 do r[i + 1] = s[i] or '' end
-  r[10], r[11] = b.cfg, b.st
+  r[10], r[11], r[12] = b.cfg, b.hh, b.hl
   for _, l in ipairs(b.limits) do
     local crossed = 0
     if moneyCmp(l.bh, l.bl, l.ah, l.al) <= 0 and moneyCmp(l.ch, l.cl, l.ah, l.al) > 0 then crossed = 1 end
-    r[#r + 1] = l.resets; r[#r + 1] = crossed
+    r[#r + 1] = l.ch; r[#r + 1] = l.cl; r[#r + 1] = l.pe; r[#r + 1] = crossed
   end
   return r
 end
 
+-- Whether every hard limit can take `amount` on top of what is consumed and held.
+local function fitsHardLimits(b, ah, al)
+  for _, l in ipairs(b.limits) do
+    if l.hard then
+      local th, tl = moneyAdd(l.ch, l.cl, b.hh, b.hl)
+      th, tl = moneyAdd(th, tl, ah, al)
+      if moneyCmp(th, tl, l.ah, l.al) > 0 then return false end
+    end
+  end
+  return true
+end
+
 -- Loads the budget, applies what time has done to it (window resets, expired holds) and
 -- returns it ready for the operation; nil when it does not exist.
-local function touchBudget(keys, now, retentionMs)
-  local b = loadBudget(keys[1])
+local function touchBudget(keys, now, retentionMs, extraField)
+  local b = loadBudget(keys[1], extraField)
   if b == nil then return nil end
   rollWindows(b, now)
   expireDue(b, keys, now, retentionMs, 256)

@@ -1,7 +1,7 @@
 -- Money pairs. An amount of units (10^-8 of the budget's unit) is held as two exact doubles
 -- (hi, lo) with 0 <= lo < 10^14, because Redis Lua numbers are doubles and would round a
 -- 27-digit amount. Only addition, subtraction and comparison are needed, each with a carry.
--- Pairs are written back with '%d' so Redis never sees an exponent form.
+-- Pairs are stored as packed doubles (struct), never as text, so no exponent form can appear.
 local LO_BASE = 100000000000000
 
 local function moneyAdd(ah, al, bh, bl)
@@ -21,8 +21,4 @@ local function moneyCmp(ah, al, bh, bl)
   if ah ~= bh then return ah < bh and -1 or 1 end
   if al ~= bl then return al < bl and -1 or 1 end
   return 0
-end
-
-local function int(x)
-  return string.format('%d', x)
 end

@@ -3,10 +3,13 @@
 -- the first Monday after it, 1970-01-05); month periods start on the anchor's day of month and
 -- time of day, clamped to the month's last day (an anchor on the 31st starts February's period
 -- on the 28th or 29th). `never` is one period for the life of the budget.
+-- Windows are stored as codes: 1 hour, 2 day, 3 week, 4 month, 5 never.
+local HOUR, DAY, WEEK, MONTH, NEVER = 1, 2, 3, 4, 5
+local WINDOW_CODES = { hour = HOUR, day = DAY, week = WEEK, month = MONTH, never = NEVER }
 local HOUR_MS = 3600000
 local DAY_MS = 86400000
 local WEEK_MS = 604800000
-local FIRST_MONDAY_MS = 4 * DAY_MS
+local FIXED_MS = { HOUR_MS, DAY_MS, WEEK_MS }
 
 -- Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
 local function daysFromCivil(y, m, d)
@@ -42,15 +45,16 @@ local function monthStart(y, m, anchorDay, anchorTimeMs)
   return daysFromCivil(y, m, d) * DAY_MS + anchorTimeMs
 end
 
+-- The anchor of unanchored (calendar) periods.
 local function defaultAnchor(window)
-  if window == 'week' then return FIRST_MONDAY_MS end
+  if window == WEEK then return 4 * DAY_MS end
   return 0
 end
 
 -- Returns the start and end (epoch ms) of the period containing t; end is -1 for `never`.
 local function windowPeriod(window, anchor, t)
-  if window == 'never' then return 0, -1 end
-  if window == 'month' then
+  if window == NEVER then return 0, -1 end
+  if window == MONTH then
     local anchorDays = math.floor(anchor / DAY_MS)
     local _, _, anchorDay = civilFromDays(anchorDays)
     local anchorTimeMs = anchor - anchorDays * DAY_MS
@@ -65,8 +69,7 @@ local function windowPeriod(window, anchor, t)
     if nm == 13 then ny, nm = y + 1, 1 end
     return start, monthStart(ny, nm, anchorDay, anchorTimeMs)
   end
-  local len = WEEK_MS
-  if window == 'hour' then len = HOUR_MS elseif window == 'day' then len = DAY_MS end
+  local len = FIXED_MS[window]
   local start = anchor + math.floor((t - anchor) / len) * len
   return start, start + len
 end

@@ -3,9 +3,11 @@
  * so each script's keys sit in one Cluster slot and the scripts run unchanged on a Cluster.
  */
 export interface BudgetKeys {
+  /** The budget hash: configuration, counters and hold records. */
   budget: string
-  holds: string
+  /** Open holds by expiresAt. */
   open: string
+  /** Closed holds by the time their record may be forgotten. */
   purge: string
 }
 
@@ -16,7 +18,7 @@ export function budgetTag(projectId: string, budgetKey: string): string {
 }
 
 export function budgetKeys(tag: string): BudgetKeys {
-  return { budget: `${PREFIX}${tag}:b`, holds: `${PREFIX}${tag}:h`, open: `${PREFIX}${tag}:x`, purge: `${PREFIX}${tag}:d` }
+  return { budget: `${PREFIX}${tag}:b`, open: `${PREFIX}${tag}:x`, purge: `${PREFIX}${tag}:d` }
 }
 
 export function idempotencyKey(tag: string, key: string): string {

@@ -5,12 +5,12 @@ import type { Enforce, Window } from './types.js'
 
 /** Storage adapter: one script per function. Every function is one round trip to Redis. */
 const scripts = {
-  upsert: new Script('upsertBudget-4'),
-  get: new Script('getBudget-4'),
-  authorize: new Script('authorizeHold-5'),
-  settle: new Script('settleHold-4'),
-  charge: new Script('chargeBudget-5'),
-  expire: new Script('expireHolds-4'),
+  upsert: new Script('upsertBudget-3'),
+  get: new Script('getBudget-3'),
+  authorize: new Script('authorizeHold-4'),
+  settle: new Script('settleHold-3'),
+  charge: new Script('chargeBudget-4'),
+  expire: new Script('expireHolds-3'),
 }
 export const budgetScripts: readonly Script[] = Object.values(scripts)
 
@@ -34,31 +34,50 @@ export interface Snapshot {
   limits: LimitState[]
 }
 
+interface LimitConfigState {
+  id: string
+  window: Window
+  enforce: Enforce
+  anchor: string
+  amount: bigint
+}
+
 /**
- * Reads a budget reply (lua/includes/budget.lua): status, the operation's 8 values, the packed
- * `cfg` and `st` fields as stored, then resetsAt and crossed per limit.
+ * Parsed `cfg` fields ("id|window|enforce|anchor|amount hi|amount lo;" per limit), by their
+ * text: a budget's configuration changes rarely, so most calls parse nothing.
+ */
+const parsedConfigs = new Map<string, LimitConfigState[]>()
+function parseConfig(cfg: string): LimitConfigState[] {
+  let limits = parsedConfigs.get(cfg)
+  if (limits) return limits
+  limits = cfg.split(';').slice(0, -1).map((text) => {
+    const [id, window, enforce, anchor, ah, al] = text.split('|') as [string, Window, Enforce, string, string, string]
+    return { id, window, enforce, anchor, amount: fromPair(ah, al) }
+  })
+  if (parsedConfigs.size >= 10_000) parsedConfigs.clear()
+  parsedConfigs.set(cfg, limits)
+  return limits
+}
+
+/**
+ * Reads a budget reply (lua/includes/budget.lua): status, the operation's 8 values, `cfg`,
+ * held, then consumed, resetsAt and crossed per limit.
  */
 function readSnapshot(reply: unknown[]): Snapshot {
   const status = String(reply[0])
   if (reply.length === 1) return { status, s: [], held: 0n, limits: [] }
   const s = reply.slice(1, 9).map(String)
-  const configs = String(reply[9]).split(';')
-  const counters = String(reply[10]).split(';')
-  const [, heldHi, heldLo] = counters[0]!.split('|')
-  const limits: LimitState[] = []
-  for (let i = 1, at = 11; i < configs.length - 1; i++, at += 2) {
-    const [id, window, enforce, anchor, ah, al] = configs[i]!.split('|') as [string, Window, Enforce, string, string, string]
-    const [ch, cl] = counters[i]!.split('|') as [string, string]
-    const resetsAt = Number(reply[at])
-    limits.push({
-      id, window, enforce, anchor,
-      amount: fromPair(ah, al),
-      consumed: fromPair(ch, cl),
+  const limits: LimitState[] = parseConfig(String(reply[9])).map((config, i) => {
+    const at = 12 + i * 4
+    const resetsAt = Number(reply[at + 2])
+    return {
+      ...config,
+      consumed: fromPair(reply[at] as number, reply[at + 1] as number),
       resetsAt: resetsAt < 0 ? null : resetsAt,
-      crossed: Number(reply[at + 1]) === 1,
-    })
-  }
-  return { status, s, held: fromPair(heldHi!, heldLo!), limits }
+      crossed: reply[at + 3] === 1,
+    }
+  })
+  return { status, s, held: fromPair(reply[10] as number, reply[11] as number), limits }
 }
 
 const pairArgs = (units: bigint) => toPair(units).map(String)
@@ -78,12 +97,12 @@ export async function upsertBudget(
   const k = budgetKeys(tag)
   const args: (string | number)[] = [nowMs, retentionMs, config.unit, config.defaultTtlMs, config.maxTtlMs, config.closesAt ?? '', config.limits.length]
   for (const l of config.limits) args.push(l.id, l.window, l.enforce, l.anchor ?? '', ...pairArgs(l.amount))
-  return readSnapshot(await scripts.upsert.run(redis, [k.budget, k.holds, k.open, k.purge], args))
+  return readSnapshot(await scripts.upsert.run(redis, [k.budget, k.open, k.purge], args))
 }
 
 export async function getBudget(redis: RedisClient, tag: string, nowMs: number, retentionMs: number): Promise<Snapshot> {
   const k = budgetKeys(tag)
-  return readSnapshot(await scripts.get.run(redis, [k.budget, k.holds, k.open, k.purge], [nowMs, retentionMs]))
+  return readSnapshot(await scripts.get.run(redis, [k.budget, k.open, k.purge], [nowMs, retentionMs]))
 }
 
 export async function authorizeHold(
@@ -91,7 +110,7 @@ export async function authorizeHold(
   amount: bigint, ttlMs: number | undefined, requestKey: string,
 ): Promise<Snapshot> {
   const k = budgetKeys(tag)
-  const keys = [k.budget, k.holds, k.open, k.purge, idempotencyKey(tag, requestKey)]
+  const keys = [k.budget, k.open, k.purge, idempotencyKey(tag, requestKey)]
   return readSnapshot(await scripts.authorize.run(redis, keys, [nowMs, ...pairArgs(amount), ttlMs ?? '', retentionMs]))
 }
 
@@ -101,7 +120,7 @@ export async function closeHold(
 ): Promise<Snapshot> {
   const k = budgetKeys(tag)
   const args = [nowMs, holdNumber, action, ...pairArgs(usage), retentionMs]
-  return readSnapshot(await scripts.settle.run(redis, [k.budget, k.holds, k.open, k.purge], args))
+  return readSnapshot(await scripts.settle.run(redis, [k.budget, k.open, k.purge], args))
 }
 
 export async function chargeBudget(
@@ -109,11 +128,11 @@ export async function chargeBudget(
   amount: bigint, mode: 'charge' | 'record', requestKey: string,
 ): Promise<Snapshot> {
   const k = budgetKeys(tag)
-  const keys = [k.budget, k.holds, k.open, k.purge, idempotencyKey(tag, requestKey)]
+  const keys = [k.budget, k.open, k.purge, idempotencyKey(tag, requestKey)]
   return readSnapshot(await scripts.charge.run(redis, keys, [nowMs, ...pairArgs(amount), mode, retentionMs]))
 }
 
 export async function expireHolds(redis: RedisClient, tag: string, nowMs: number, retentionMs: number, max: number): Promise<Snapshot> {
   const k = budgetKeys(tag)
-  return readSnapshot(await scripts.expire.run(redis, [k.budget, k.holds, k.open, k.purge], [nowMs, retentionMs, max]))
+  return readSnapshot(await scripts.expire.run(redis, [k.budget, k.open, k.purge], [nowMs, retentionMs, max]))
 }

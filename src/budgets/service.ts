@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js'
 import { failure, invalid, success, type Failure, type Result } from '../errors.js'
-import { formatUnits, parseAmount } from '../money/decimal.js'
+import { formatUnits, fromPair, parseAmount } from '../money/decimal.js'
 import type { RedisClient } from '../redis/scripts.js'
 import { explainDenial } from './denial.js'
 import { budgetTag } from './keys.js'
@@ -28,6 +28,9 @@ export interface UpsertInput {
 export const DEFAULT_TTL_MS = 60_000
 export const DEFAULT_MAX_TTL_MS = 86_400_000
 const DAY_MS = 86_400_000
+/** Hold states as lua/includes/budget.lua stores them. */
+const HOLD_RELEASED = '3'
+const HOLD_EXPIRED = '4'
 
 /**
  * Budgets with holds (src/budgets/README.md). Each method is one script, so one round trip,
@@ -63,6 +66,7 @@ export class BudgetService {
     const snap = await store.upsertBudget(this.redis, budgetTag(projectId, input.key), now, this.retentionMs, {
       unit: input.unit ?? '', defaultTtlMs, maxTtlMs, closesAt: input.closesAt ?? null, limits,
     })
+    this.notify(projectId, input.key, snap)
     return success({ ...this.view(input.key, snap, now), created: snap.status === 'created' })
   }
 
@@ -86,7 +90,7 @@ export class BudgetService {
           allowed: true,
           holdId: `h_${snap.s[0]}`,
           amount: formatUnits(amount),
-          expiresAt: Number(snap.s[3]),
+          expiresAt: Number(snap.s[1]),
           replayed: snap.status === 'replayed',
           balance: balanceOf(snap, now),
         })
@@ -97,7 +101,7 @@ export class BudgetService {
       case 'budget_closed':
         return failure('conflict', 'budget_closed', `Budget ${req.key} is past its closesAt and takes no new holds.`)
       case 'ttl_exceeds_max':
-        return invalid([{ path: '$.ttlMs', message: `must not exceed the budget's holds.maxTtlMs (${snap.s[4]})` }])
+        return invalid([{ path: '$.ttlMs', message: `must not exceed the budget's holds.maxTtlMs (${snap.s[2]})` }])
       case 'budget_exceeded':
         return exceeded(snap, amount, now)
       default:
@@ -137,19 +141,19 @@ export class BudgetService {
     switch (snap.status) {
       case 'ok':
       case 'replayed': {
-        const [, hi, lo, expiresAt, state, shi, slo] = snap.s as [string, string, string, string, string, string, string]
+        const [hi, lo, expiresAt, state, shi, slo] = snap.s as [string, string, string, string, string, string]
         const outcome: HoldOutcome = {
           holdId,
-          state: state === 'r' ? 'released' : 'settled',
-          amount: formatUnits(BigInt(hi) * 10n ** 14n + BigInt(lo)),
+          state: state === HOLD_RELEASED ? 'released' : 'settled',
+          amount: formatUnits(fromPair(hi, lo)),
           expiresAt: Number(expiresAt),
           replayed: snap.status === 'replayed',
           balance: balanceOf(snap, now),
           crossed: crossedOf(snap),
         }
-        if (state !== 'r') {
-          outcome.settledBy = state === 'x' ? 'expiry' : 'settle'
-          outcome.settledAmount = formatUnits(BigInt(shi) * 10n ** 14n + BigInt(slo))
+        if (state !== HOLD_RELEASED) {
+          outcome.settledBy = state === HOLD_EXPIRED ? 'expiry' : 'settle'
+          outcome.settledAmount = formatUnits(fromPair(shi, slo))
         }
         return success(outcome)
       }
@@ -204,7 +208,7 @@ export class BudgetService {
       unit: unit ?? '',
       limits,
       holds: { defaultTtlMs: Number(dttl), maxTtlMs: Number(mttl) },
-      closesAt: closes ? Number(closes) : null,
+      closesAt: Number(closes) >= 0 ? Number(closes) : null,
       balance: balanceOf(snap, now),
     }
   }

@@ -88,22 +88,33 @@ export function createHttpApp(options: HttpOptions): TemplatedApp {
 
       if (route.method === 'POST' && declaredLength > options.maxBodyBytes) return fail(ex, tooLarge(options.maxBodyBytes), undefined, true)
       if (params === undefined) return fail(ex, invalid([{ path: '$', message: 'a path parameter is not valid percent-encoding' }]))
-      const principal = authenticate(services, route, authorization)
-      const body = route.method === 'POST'
-        ? new Promise<string | null>((resolve) => readBody(res, options.maxBodyBytes, resolve, () => resolve(null)))
-        : Promise.resolve('')
-      Promise.all([principal, body])
-        .then(([who, text]) => {
+
+      // The body and the key are awaited side by side; a cached key (the usual case) is
+      // known at once, so the request goes on from the body callback without any promise.
+      let who = route.access.kind === 'public' ? PUBLIC : identify(services, authorization)
+      let text: string | null | undefined = route.method === 'POST' ? undefined : ''
+      const proceed = () => {
+        if (who === undefined || text === undefined || ex.done) return
+        try {
           if (text === null) return fail(ex, tooLarge(options.maxBodyBytes), undefined, true)
-          if ('ok' in who) return fail(ex, who)
-          const input = parseInput(route, who, text, contentType, queryText, bodyValidator, queryValidator)
+          const allowed = 'ok' in who ? who : checkAccess(route, who)
+          if ('ok' in allowed) return fail(ex, allowed)
+          const input = parseInput(route, text, contentType, queryText, bodyValidator, queryValidator)
           if ('ok' in input) return fail(ex, input)
-          return runRoute(route, ex, who, input, params)
-        })
-        .catch((error: unknown) => {
-          logger.error({ err: error, requestId: ex.requestId, route: route.path }, 'request failed')
-          fail(ex, failure('internal', 'internal_error', 'Internal error; quote the requestId when reporting it.'))
-        })
+          runRoute(route, ex, allowed, input, params).catch(internal)
+        } catch (error) {
+          internal(error)
+        }
+      }
+      const internal = (error: unknown) => {
+        logger.error({ err: error, requestId: ex.requestId, route: route.path }, 'request failed')
+        fail(ex, failure('internal', 'internal_error', 'Internal error; quote the requestId when reporting it.'))
+      }
+      if (who === undefined) {
+        services.keys.verify(bearerKey(authorization)!).then((verified) => { who = verified; proceed() }, internal)
+      }
+      if (text === undefined) readBody(res, options.maxBodyBytes, (body) => { text = body; proceed() }, () => { text = null; proceed() })
+      else proceed()
     }
     if (route.method === 'POST') app.post(route.path, handler)
     else app.get(route.path, handler)
@@ -173,12 +184,24 @@ function tooLarge(max: number): Failure {
   return failure('payload_too_large', 'payload_too_large', `The body is larger than ${max} bytes.`)
 }
 
-async function authenticate(services: Services, route: AnyRoute, authorization: string): Promise<Principal | Failure> {
-  if (route.access.kind === 'public') return { kind: 'root' }
+const PUBLIC: Principal = { kind: 'root' }
+
+function bearerKey(authorization: string): string | undefined {
   const match = /^Bearer ([^\s]+)$/i.exec(authorization)
-  if (!match) return failure('unauthenticated', 'unauthenticated', authorization ? 'The Authorization header must be `Bearer <API key>`.' : 'The Authorization header is missing.')
-  const who = await services.keys.verify(match[1]!)
-  if ('ok' in who) return who
+  return match?.[1]
+}
+
+/** The caller from the cache, a failure, or undefined when the key must be looked up in Redis. */
+function identify(services: Services, authorization: string): Principal | Failure | undefined {
+  const key = bearerKey(authorization)
+  if (key === undefined) {
+    return failure('unauthenticated', 'unauthenticated', authorization ? 'The Authorization header must be `Bearer <API key>`.' : 'The Authorization header is missing.')
+  }
+  return services.keys.verifyCached(key)
+}
+
+/** 403 unless the route admits this principal. */
+function checkAccess(route: AnyRoute, who: Principal): Principal | Failure {
   const access = route.access
   if (access.kind === 'root' && who.kind !== 'root') return forbidden('Only the root key may call this route.')
   if (access.kind === 'project' && !hasScope(who, access.scope)) {
@@ -193,7 +216,7 @@ function forbidden(message: string): Failure {
 }
 
 function parseInput(
-  route: AnyRoute, _who: Principal, text: string, contentType: string, queryText: string,
+  route: AnyRoute, text: string, contentType: string, queryText: string,
   bodyValidator: Validator | undefined, queryValidator: Validator | undefined,
 ): { body: unknown; query: unknown } | Failure {
   let body: unknown

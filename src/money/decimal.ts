@@ -29,12 +29,13 @@ export function parseAmount(text: string): bigint | undefined {
 
 /** Canonical decimal string: no leading zeros, no trailing fractional zeros, "-" when negative. */
 export function formatUnits(units: bigint): string {
+  // String work instead of BigInt division: a balance formats a dozen amounts per answer.
   const negative = units < 0n
-  const abs = negative ? -units : units
-  const whole = abs / UNITS_PER_ONE
-  const fraction = abs % UNITS_PER_ONE
-  let text = whole.toString()
-  if (fraction !== 0n) text += '.' + fraction.toString().padStart(SCALE, '0').replace(/0+$/, '')
+  const digits = (negative ? -units : units).toString().padStart(SCALE + 1, '0')
+  const whole = digits.slice(0, -SCALE)
+  let end = digits.length
+  while (end > whole.length && digits.charCodeAt(end - 1) === 48) end--
+  const text = end > whole.length ? `${whole}.${digits.slice(whole.length, end)}` : whole
   return negative ? '-' + text : text
 }
 

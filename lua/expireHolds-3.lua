@@ -1,10 +1,10 @@
 --[[
   The background sweep's step for one budget: settles, at their full amount, up to ARGV[3]
   open holds whose deadline has passed, and forgets closed holds whose retention is over.
-  KEYS[1] budget hash, KEYS[2] holds hash, KEYS[3] open-hold index, KEYS[4] purge index
+  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index
   ARGV[1] nowMs, ARGV[2] retentionMs, ARGV[3] max holds per call
   Returns { 'budget_not_found' } or a budget reply with status ok and
-  s = { holds expired, holds purged, next expiry (''= none) }.
+  s = { holds expired, holds purged, next expiry (-1 = none) }.
 ]]
 --@include money
 --@include window
@@ -13,16 +13,18 @@
 local now, retention, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local b = loadBudget(KEYS[1])
 if b == nil then
-  -- The budget is gone; its hold records go with it.
-  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+  -- The budget is gone; its hold indexes go with it.
+  redis.call('DEL', KEYS[2], KEYS[3])
   return { 'budget_not_found' }
 end
 rollWindows(b, now)
 local expired = expireDue(b, KEYS, now, retention, max)
-local purge = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', int(now), 'LIMIT', 0, max)
-if #purge > 0 then
-  redis.call('HDEL', KEYS[2], unpack(purge))
-  redis.call('ZREM', KEYS[4], unpack(purge))
-end
 saveBudget(b, KEYS[1])
-return budgetReply(b, 'ok', { expired, #purge, b.nexp and int(b.nexp) or '' })
+local purge = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', int(now), 'LIMIT', 0, max)
+if #purge > 0 then
+  local fields = {}
+  for i, id in ipairs(purge) do fields[i] = 'h' .. id end
+  redis.call('HDEL', KEYS[1], unpack(fields))
+  redis.call('ZREM', KEYS[3], unpack(purge))
+end
+return budgetReply(b, 'ok', { expired, #purge, b.nexp })

@@ -1,16 +1,16 @@
 --[[
   Reads a budget and its balance, first applying what time has done (window resets, expiry).
-  KEYS[1] budget hash, KEYS[2] holds hash, KEYS[3] open-hold index, KEYS[4] purge index
+  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index
   ARGV[1] nowMs, ARGV[2] retentionMs
   Returns { 'budget_not_found' } or a budget reply with status ok and
-  s = { unit, defaultTtlMs, maxTtlMs, closesAt }.
+  s = { unit, defaultTtlMs, maxTtlMs, closesAt (-1 = never) }.
 ]]
 --@include money
 --@include window
 --@include budget
 
 local now, retention = tonumber(ARGV[1]), tonumber(ARGV[2])
-local b = touchBudget(KEYS, now, retention)
+local b = touchBudget(KEYS, now, retention, 'unit')
 if b == nil then return { 'budget_not_found' } end
 saveBudget(b, KEYS[1])
-return budgetReply(b, 'ok', { redis.call('HGET', KEYS[1], 'unit') or '', int(b.dttl), int(b.mttl), b.closes })
+return budgetReply(b, 'ok', { b.extra or '', b.dttl, b.mttl, b.closes })
