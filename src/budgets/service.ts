@@ -47,7 +47,7 @@ export class BudgetService {
     this.retentionMs = Math.max(options.retentionMs ?? DAY_MS, DAY_MS)
   }
 
-  async upsert(projectId: string, input: UpsertInput): Promise<Result<BudgetView & { created: boolean }>> {
+  async upsert(projectId: string, input: UpsertInput): Promise<Result<BudgetView & { created: boolean; crossed: Crossed[] }>> {
     const defaultTtlMs = input.holds?.defaultTtlMs ?? DEFAULT_TTL_MS
     const maxTtlMs = input.holds?.maxTtlMs ?? Math.max(DEFAULT_MAX_TTL_MS, defaultTtlMs)
     const issues = []
@@ -67,7 +67,7 @@ export class BudgetService {
       unit: input.unit ?? '', defaultTtlMs, maxTtlMs, closesAt: input.closesAt ?? null, limits,
     })
     this.notify(projectId, input.key, snap)
-    return success({ ...this.view(input.key, snap, now), created: snap.status === 'created' })
+    return success({ ...this.view(input.key, snap, now), created: snap.status === 'created', crossed: crossedOf(snap) })
   }
 
   async get(projectId: string, key: string): Promise<Result<BudgetView>> {

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
-import { BudgetKey, EpochMs, strictObject } from '../../schemas.js'
+import { BudgetKey, CrossedSchema, EpochMs, strictObject } from '../../schemas.js'
 import { BudgetViewSchema, LimitConfigSchema } from './schemas.js'
 
 export const upsertBudget = defineRoute({
@@ -21,6 +21,6 @@ export const upsertBudget = defineRoute({
     })),
     closesAt: Type.Optional(Type.Union([EpochMs, Type.Null()])),
   }),
-  response: Type.Intersect([BudgetViewSchema, Type.Object({ created: Type.Boolean() })]),
+  response: Type.Intersect([BudgetViewSchema, Type.Object({ created: Type.Boolean(), crossed: CrossedSchema })]),
   handler: ({ body, projectId, services }) => services.budgets.upsert(projectId, body),
 })
