@@ -1,5 +1,5 @@
 import type { TSchema } from '@sinclair/typebox'
-import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
+import { TypeCompiler, ValueErrorType, type TypeCheck, type ValueError } from '@sinclair/typebox/compiler'
 import type { Issue } from '../errors.js'
 
 /** A validator compiled once, at route registration. */
@@ -8,14 +8,27 @@ export interface Validator {
   issues(value: unknown): Issue[]
 }
 
+/**
+ * The spec counts string lengths in characters (and so does JSON Schema), TypeBox in UTF-16
+ * code units: a maxLength failure is real only if the string has more code points than allowed.
+ * Looked at only after the compiled check fails, so valid requests pay nothing for it.
+ */
+function isRealError(error: ValueError): boolean {
+  if (error.type !== ValueErrorType.StringMaxLength || typeof error.value !== 'string') return true
+  let codePoints = 0
+  for (const _ of error.value) codePoints++
+  return codePoints > (error.schema.maxLength as number)
+}
+
 export function compile(schema: TSchema): Validator {
   const checker: TypeCheck<TSchema> = TypeCompiler.Compile(schema)
+  const realErrors = (value: unknown) => [...checker.Errors(value)].filter(isRealError)
   return {
-    check: (value) => checker.Check(value),
+    check: (value) => checker.Check(value) || realErrors(value).length === 0,
     issues(value) {
       // One message per path, the first TypeBox gives: unions report every branch otherwise.
       const byPath = new Map<string, string>()
-      for (const error of checker.Errors(value)) {
+      for (const error of realErrors(value)) {
         const path = toJsonPath(error.path)
         if (!byPath.has(path)) byPath.set(path, error.message)
         if (byPath.size >= 50) break

@@ -11,7 +11,7 @@ export const createKey = defineRoute({
   path: '/v1/keys/create',
   operationId: 'keys.create',
   summary: 'Create an API key for a project',
-  description: 'The root key may create keys for any project; a project key with keys:write only for its own.',
+  description: 'The root key may create keys for any project; a project key with keys:write only for its own, and with at most the scopes it holds (its own scopes by default).',
   tags: ['admin'],
   access: { kind: 'any', scope: 'keys:write' },
   body: strictObject({
@@ -24,7 +24,14 @@ export const createKey = defineRoute({
     keyId: Type.String(), apiKey: Type.String(), projectId: Type.String(), scopes: Type.Array(Type.String()), expiresAt: Type.Union([Type.Integer(), Type.Null()]),
   }),
   handler: ({ body, principal, services }) => {
-    if (principal.kind === 'project' && principal.projectId !== body.projectId) return failure('forbidden', 'other_project', 'This key belongs to another project.')
-    return services.keys.createKey(body.projectId, body)
+    if (principal.kind === 'root') return services.keys.createKey(body.projectId, body)
+    if (principal.projectId !== body.projectId) return failure('forbidden', 'other_project', 'This key belongs to another project.')
+    // A project key grants at most what it holds: by default exactly its own scopes.
+    const held = principal.scopes
+    const scopes = body.scopes ?? [...held]
+    if (!held.includes('*') && !scopes.every((scope) => held.includes(scope))) {
+      return failure('forbidden', 'scope_not_held', `A key can only grant scopes it holds (${held.join(', ')}).`)
+    }
+    return services.keys.createKey(body.projectId, { ...body, scopes })
   },
 })
