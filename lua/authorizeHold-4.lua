@@ -50,6 +50,6 @@ b.dirty = true
 -- Appended: holds expired on the way have their records in b.writes already.
 b.writes[#b.writes + 1] = 'h' .. int(id)
 b.writes[#b.writes + 1] = packHold({ state = OPEN, hi = ah, lo = al, exp = expiresAt, shi = 0, slo = 0 })
-redis.call('ZADD', KEYS[2], int(expiresAt), int(id))
-redis.call('SET', KEYS[4], struct.pack('<ddddddd', 1, id, ah, al, ttlSent, expiresAt, ttl), 'PX', int(ttl + retention))
+b.later[#b.later + 1] = { 'ZADD', KEYS[2], int(expiresAt), int(id) }
+b.later[#b.later + 1] = { 'SET', KEYS[4], struct.pack('<ddddddd', 1, id, ah, al, ttlSent, expiresAt, ttl), 'PX', int(ttl + retention) }
 return answer('ok', { id, expiresAt, ttl })

@@ -42,5 +42,5 @@ if mode == 'charge' then
 end
 
 consume(b, ah, al, nil)
-redis.call('SET', KEYS[4], struct.pack('<ddd', op, ah, al), 'PX', int(retention))
+b.later[#b.later + 1] = { 'SET', KEYS[4], struct.pack('<ddd', op, ah, al), 'PX', int(retention) }
 return answer('ok')

@@ -34,7 +34,7 @@ if h == nil then return answer('hold_not_found') end
 
 if h.state == OPEN and h.exp <= now then
   closeHold(b, KEYS, id, h, EXPIRED, h.hi, h.lo, h.exp, now, retention)
-  redis.call('ZREM', KEYS[2], id)
+  b.later[#b.later + 1] = { 'ZREM', KEYS[2], id }
 end
 
 if h.state == OPEN then
@@ -44,7 +44,7 @@ if h.state == OPEN then
     if moneyCmp(uh, ul, h.hi, h.lo) > 0 then return answer('exceeds_hold_amount') end
     closeHold(b, KEYS, id, h, SETTLED, uh, ul, nil, now, retention)
   end
-  redis.call('ZREM', KEYS[2], id)
+  b.later[#b.later + 1] = { 'ZREM', KEYS[2], id }
   return answer('ok')
 end
 

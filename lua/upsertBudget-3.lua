@@ -15,11 +15,11 @@
 local now, retention = tonumber(ARGV[1]), tonumber(ARGV[2])
 local key = KEYS[1]
 
--- Time is applied under the old configuration first, so expired holds count where they belonged.
+-- Time is applied under the old configuration first, so expired holds count where they belonged;
+-- its writes are carried into the new record's and made together at the end.
 local old = touchBudget(KEYS, now, retention)
 local kept = {}
 if old then
-  saveBudget(old, key)
   local i = 0
   for limit in string.gmatch(old.cfg, '([^;]+);') do
     i = i + 1
@@ -30,7 +30,8 @@ end
 local dttl, mttl, closes, n = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]) or -1, tonumber(ARGV[7])
 local b = {
   seq = old and old.seq or 0, hh = old and old.hh or 0, hl = old and old.hl or 0, nexp = old and old.nexp or -1,
-  dttl = dttl, mttl = mttl, closes = closes, limits = {}, dirty = true, writes = {}, closed = {},
+  dttl = dttl, mttl = mttl, closes = closes, limits = {}, dirty = true,
+  writes = old and old.writes or {}, later = old and old.later or {}, closed = {},
 }
 local num, cfg = { dttl, mttl, closes, n }, {}
 for i = 1, n do
@@ -55,7 +56,9 @@ for i = 1, n do
   b.limits[i] = l
 end
 b.cfg = table.concat(cfg)
-redis.call('HSET', key, 'num', struct.pack('<' .. string.rep('d', #num), unpack(num)), 'cfg', b.cfg, 'unit', ARGV[3])
+for _, v in ipairs({ 'num', struct.pack('<' .. string.rep('d', #num), unpack(num)), 'cfg', b.cfg, 'unit', ARGV[3] }) do
+  b.writes[#b.writes + 1] = v
+end
 rollWindows(b, now)
 -- Expiries applied under the old configuration are this call's changes too: report their crossings.
 for i, l in ipairs(b.limits) do

@@ -12,6 +12,10 @@
 -- nexp is a lower bound of the open holds' expiresAt. Open holds are indexed by expiresAt in a
 -- sorted set, closed ones by purge time in another.
 -- KEYS of every budget script start with: 1 budget hash, 2 open-hold index, 3 purge index.
+--
+-- Scripts write nothing until saveBudget, at their end: they queue hash fields in b.writes and
+-- other commands in b.later. Redis does not roll back a script that fails part-way, so this is
+-- what keeps a failure (or a bug) from leaving half a change behind.
 local OPEN, SETTLED, RELEASED, EXPIRED = 1, 2, 3, 4
 
 -- Numbers passed to commands as integer text (a Lua number could reach Redis in exponent form).
@@ -39,7 +43,7 @@ local function loadBudget(key, extraField)
   local b = {
     dttl = dttl, mttl = mttl, closes = closes, cfg = f[3], extra = f[4],
     seq = st[1], hh = st[2], hl = st[3], nexp = st[4],
-    limits = {}, dirty = false, writes = {}, closed = {},
+    limits = {}, dirty = false, writes = {}, later = {}, closed = {},
   }
   for i = 1, n do
     local c, s = (i - 1) * 5, 4 + (i - 1) * 4
@@ -89,7 +93,7 @@ local function closeHold(b, keys, id, h, state, uh, ul, usedAt, now, retentionMs
   b.writes[#b.writes + 1] = 'h' .. id
   b.writes[#b.writes + 1] = packHold(h)
   b.closed[id] = h
-  redis.call('ZADD', keys[3], int(now + retentionMs), id)
+  b.later[#b.later + 1] = { 'ZADD', keys[3], int(now + retentionMs), id }
   b.dirty = true
 end
 
@@ -108,15 +112,17 @@ local function expireDue(b, keys, now, retentionMs, max)
         if h.state == OPEN then closeHold(b, keys, id, h, EXPIRED, h.hi, h.lo, h.exp, now, retentionMs) end
       end
     end
-    redis.call('ZREM', keys[2], unpack(due))
+    b.later[#b.later + 1] = { 'ZREM', keys[2], unpack(due) }
   end
-  local first = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')
+  -- The due holds are the index's first #due members (ZRANGE orders as ZRANGEBYSCORE does),
+  -- still there until saveBudget removes them: the next deadline is the one after them.
+  local first = redis.call('ZRANGE', keys[2], #due, #due, 'WITHSCORES')
   b.nexp = tonumber(first[2]) or -1
   b.dirty = true
   return #due
 end
 
--- Writes the counters and every hold this call changed, in one HSET.
+-- Writes the counters and every hold this call changed in one HSET, then the queued commands.
 local function saveBudget(b, key)
   if not b.dirty then return end
   local st = { b.seq, b.hh, b.hl, b.nexp }
@@ -127,7 +133,8 @@ local function saveBudget(b, key)
   w[#w + 1] = 'st'
   w[#w + 1] = struct.pack('<' .. string.rep('d', #st), unpack(st))
   redis.call('HSET', key, unpack(w))
-  b.dirty, b.writes = false, {}
+  for _, command in ipairs(b.later) do redis.call(unpack(command)) end
+  b.dirty, b.writes, b.later = false, {}, {}
 end
 
 -- Reply: { status, s1..s8 (the operation's own values), cfg, held hi, held lo,
