@@ -1,6 +1,7 @@
 --[[
   The background sweep's step for one budget: settles, at their full amount, up to ARGV[3]
-  open holds whose deadline has passed, and forgets closed holds whose retention is over.
+  open holds whose deadline has passed, and forgets the records (closed holds, idempotency
+  records) whose retention is over.
   KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index
   ARGV[1] nowMs, ARGV[2] retentionMs, ARGV[3] max holds per call
   Returns { 'budget_not_found' } or a budget reply with status ok and
@@ -20,11 +21,10 @@ end
 rollWindows(b, now)
 local expired = expireDue(b, KEYS, now, retention, max)
 saveBudget(b, KEYS[1])
+-- The purge index's members are the budget hash's field names.
 local purge = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', int(now), 'LIMIT', 0, max)
 if #purge > 0 then
-  local fields = {}
-  for i, id in ipairs(purge) do fields[i] = 'h' .. id end
-  redis.call('HDEL', KEYS[1], unpack(fields))
+  redis.call('HDEL', KEYS[1], unpack(purge))
   redis.call('ZREM', KEYS[3], unpack(purge))
 end
 return budgetReply(b, 'ok', { expired, #purge, b.nexp })

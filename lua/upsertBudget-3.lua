@@ -32,6 +32,7 @@ local b = {
   seq = old and old.seq or 0, hh = old and old.hh or 0, hl = old and old.hl or 0, nexp = old and old.nexp or -1,
   dttl = dttl, mttl = mttl, closes = closes, limits = {}, dirty = true,
   writes = old and old.writes or {}, later = old and old.later or {}, closed = {},
+  consumed = old and old.consumed,
 }
 local num, cfg = { dttl, mttl, closes, n }, {}
 for i = 1, n do

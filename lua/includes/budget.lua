@@ -8,9 +8,12 @@
 --   cfg  "id|window|enforce|anchor|amount hi|amount lo;" per limit: for the gateway, never parsed here
 --   unit the budget's unit, read only by get
 --   h<n> hold n: state (1 open, 2 settled, 3 released, 4 expired), amount hi, lo, expiresAt,
---        settled hi, lo
+--        settled hi, lo; then the idempotency key that created it, as raw bytes
+--   i:<idempotency key>  the request it answered: authorize (1, hold number, amount hi, lo,
+--        ttlMs as sent or -1, expiresAt, ttlMs), charge (2, hi, lo) or record (3, hi, lo)
 -- nexp is a lower bound of the open holds' expiresAt. Open holds are indexed by expiresAt in a
--- sorted set, closed ones by purge time in another.
+-- sorted set; the purge index holds the hash fields to forget (closed holds and their
+-- idempotency records, charge and record idempotency records) by the time they may go.
 -- KEYS of every budget script start with: 1 budget hash, 2 open-hold index, 3 purge index.
 --
 -- Scripts write nothing until saveBudget, at their end: they queue hash fields in b.writes and
@@ -24,16 +27,16 @@ local function int(x)
 end
 
 local function packHold(h)
-  return struct.pack('<dddddd', h.state, h.hi, h.lo, h.exp, h.shi, h.slo)
+  return struct.pack('<dddddd', h.state, h.hi, h.lo, h.exp, h.shi, h.slo) .. h.idem
 end
 
 local function unpackHold(s)
   local state, hi, lo, exp, shi, slo = struct.unpack('<dddddd', s)
-  return { state = state, hi = hi, lo = lo, exp = exp, shi = shi, slo = slo }
+  return { state = state, hi = hi, lo = lo, exp = exp, shi = shi, slo = slo, idem = string.sub(s, 49) }
 end
 
--- Reads the budget and, in the same HMGET, one more field (a hold, or the unit).
--- Returns nil when the budget does not exist.
+-- Reads the budget and, in the same HMGET, one more field (a hold, an idempotency record, or
+-- the unit). Returns nil when the budget does not exist.
 local function loadBudget(key, extraField)
   local f = redis.call('HMGET', key, 'num', 'st', 'cfg', extraField or 'unit')
   if not f[1] then return nil end
@@ -81,7 +84,7 @@ local function consume(b, h, l, t)
       lim.ch, lim.cl = moneyAdd(lim.ch, lim.cl, h, l)
     end
   end
-  b.dirty = true
+  b.dirty, b.consumed = true, true
 end
 
 -- Closes an open hold: frees its held amount and records its final state. `usedAt` is when
@@ -93,7 +96,12 @@ local function closeHold(b, keys, id, h, state, uh, ul, usedAt, now, retentionMs
   b.writes[#b.writes + 1] = 'h' .. id
   b.writes[#b.writes + 1] = packHold(h)
   b.closed[id] = h
-  b.later[#b.later + 1] = { 'ZADD', keys[3], int(now + retentionMs), id }
+  local purgeAt = int(now + retentionMs)
+  if h.idem ~= '' then
+    b.later[#b.later + 1] = { 'ZADD', keys[3], purgeAt, 'h' .. id, purgeAt, 'i:' .. h.idem }
+  else
+    b.later[#b.later + 1] = { 'ZADD', keys[3], purgeAt, 'h' .. id }
+  end
   b.dirty = true
 end
 
@@ -141,12 +149,11 @@ end
 --          then per limit: consumed hi, consumed lo, resetsAt (-1 = never), crossed (0|1) }
 -- Numbers go back as exact integer replies (all are below 2^53).
 local function budgetReply(b, status, s)
-  local r = { status }
-  for i = 1, 8 do r[i + 1] = s[i] or '' end
-  r[10], r[11], r[12] = b.cfg, b.hh, b.hl
+  local r = { status, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '', s[8] or '', b.cfg, b.hh, b.hl }
   for _, l in ipairs(b.limits) do
+    -- Only a call that consumed can have crossed a limit.
     local crossed = 0
-    if moneyCmp(l.bh, l.bl, l.ah, l.al) <= 0 and moneyCmp(l.ch, l.cl, l.ah, l.al) > 0 then crossed = 1 end
+    if b.consumed and moneyCmp(l.bh, l.bl, l.ah, l.al) <= 0 and moneyCmp(l.ch, l.cl, l.ah, l.al) > 0 then crossed = 1 end
     r[#r + 1] = l.ch; r[#r + 1] = l.cl; r[#r + 1] = l.pe; r[#r + 1] = crossed
   end
   return r

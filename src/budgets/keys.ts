@@ -7,7 +7,7 @@ export interface BudgetKeys {
   budget: string
   /** Open holds by expiresAt. */
   open: string
-  /** Closed holds by the time their record may be forgotten. */
+  /** Hash fields (closed holds, idempotency records) by the time they may be forgotten. */
   purge: string
 }
 
@@ -19,10 +19,6 @@ export function budgetTag(projectId: string, budgetKey: string): string {
 
 export function budgetKeys(tag: string): BudgetKeys {
   return { budget: `${PREFIX}${tag}:b`, open: `${PREFIX}${tag}:x`, purge: `${PREFIX}${tag}:d` }
-}
-
-export function idempotencyKey(tag: string, key: string): string {
-  return `${PREFIX}${tag}:i:${key}`
 }
 
 /** Patterns the expiry sweep scans for: budgets with open holds, or closed holds to purge. */

@@ -1,15 +1,15 @@
 import { fromPair, toPair } from '../money/decimal.js'
 import { Script, type RedisClient } from '../redis/scripts.js'
-import { budgetKeys, idempotencyKey } from './keys.js'
+import { budgetKeys } from './keys.js'
 import type { Enforce, Window } from './types.js'
 
 /** Storage adapter: one script per function. Every function is one round trip to Redis. */
 const scripts = {
   upsert: new Script('upsertBudget-3'),
   get: new Script('getBudget-3'),
-  authorize: new Script('authorizeHold-4'),
+  authorize: new Script('authorizeHold-3'),
   settle: new Script('settleHold-3'),
-  charge: new Script('chargeBudget-4'),
+  charge: new Script('chargeBudget-3'),
   expire: new Script('expireHolds-3'),
 }
 export const budgetScripts: readonly Script[] = Object.values(scripts)
@@ -110,8 +110,7 @@ export async function authorizeHold(
   amount: bigint, ttlMs: number | undefined, requestKey: string,
 ): Promise<Snapshot> {
   const k = budgetKeys(tag)
-  const keys = [k.budget, k.open, k.purge, idempotencyKey(tag, requestKey)]
-  return readSnapshot(await scripts.authorize.run(redis, keys, [nowMs, ...pairArgs(amount), ttlMs ?? '', retentionMs]))
+  return readSnapshot(await scripts.authorize.run(redis, [k.budget, k.open, k.purge], [nowMs, ...pairArgs(amount), ttlMs ?? '', retentionMs, requestKey]))
 }
 
 export async function closeHold(
@@ -128,8 +127,7 @@ export async function chargeBudget(
   amount: bigint, mode: 'charge' | 'record', requestKey: string,
 ): Promise<Snapshot> {
   const k = budgetKeys(tag)
-  const keys = [k.budget, k.open, k.purge, idempotencyKey(tag, requestKey)]
-  return readSnapshot(await scripts.charge.run(redis, keys, [nowMs, ...pairArgs(amount), mode, retentionMs]))
+  return readSnapshot(await scripts.charge.run(redis, [k.budget, k.open, k.purge], [nowMs, ...pairArgs(amount), mode, retentionMs, requestKey]))
 }
 
 export async function expireHolds(redis: RedisClient, tag: string, nowMs: number, retentionMs: number, max: number): Promise<Snapshot> {

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import type { Redis } from 'ioredis'
 import { BudgetService } from '../../src/budgets/service.js'
-import { budgetKeys, budgetTag, idempotencyKey } from '../../src/budgets/keys.js'
+import { budgetKeys, budgetTag } from '../../src/budgets/keys.js'
 import { manualClock } from '../../src/clock.js'
 import { Script } from '../../src/redis/scripts.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
@@ -33,10 +33,10 @@ test('an authorize that fails after applying an expiry in memory writes nothing;
   const before = await rawState(tag)
   const k = budgetKeys(tag)
   // An amount that is not a number makes the script fail after touchBudget expired h_1 in memory.
-  const broken = new Script('authorizeHold-4')
-  await expect(broken.run(redis, [k.budget, k.open, k.purge, idempotencyKey(tag, 'z')], [clock(), 'not-a-number', '0', '', 86_400_000])).rejects.toThrow()
+  const broken = new Script('authorizeHold-3')
+  await expect(broken.run(redis, [k.budget, k.open, k.purge], [clock(), 'not-a-number', '0', '', 86_400_000, 'z'])).rejects.toThrow()
   expect(await rawState(tag)).toEqual(before)
-  expect(await redis.exists(idempotencyKey(tag, 'z'))).toBe(0)
+  expect(await redis.hexists(k.budget, 'i:z')).toBe(0)
 
   const after = await service.get(project, 'b')
   expect(after.ok && after.value.balance.limits[0]).toMatchObject({ consumed: '3', held: '0' })

@@ -16,7 +16,7 @@
 
 import type { Cluster, NodeRole, Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { budgetKeys, budgetTag, idempotencyKey } from '../../src/budgets/keys.js'
+import { budgetKeys, budgetTag } from '../../src/budgets/keys.js'
 import { BudgetService, type UpsertInput } from '../../src/budgets/service.js'
 import type { Blocked, Crossed } from '../../src/budgets/types.js'
 import { manualClock } from '../../src/clock.js'
@@ -95,7 +95,8 @@ interface Expect {
 interface PeekExpect {
   open?: boolean // in the open-hold index (keys.open)
   closed?: boolean // in the index of closed holds awaiting their purge (keys.purge)
-  idemTtlAtLeast?: number // PTTL of an idempotency record
+  /** An idempotency record is kept while its hold is open ('hold'), or at least this long from now. */
+  idemKeptFor?: 'hold' | number
 }
 
 type Step =
@@ -503,10 +504,12 @@ const SCENARIOS: Record<string, Step[]> = {
     { op: 'charge', input: { amount: '1', idem: 'c1' }, expect: { replayed: true } },
     { op: 'record', input: { amount: '1', idem: 'r1' }, expect: { replayed: true } },
     { op: 'get', expect: { held: '3', limits: { day: { consumed: '2' } } } },
-    // records live 24 h past the hold's deadline (authorize) or 24 h (charge, record)
-    { op: 'peek', input: { idem: 'k1' }, expect: { idemTtlAtLeast: DEFAULT_TTL + RETENTION - 30 * SEC } },
-    { op: 'peek', input: { idem: 'c1' }, expect: { idemTtlAtLeast: RETENTION - 30 * SEC } },
-    { op: 'peek', input: { idem: 'r1' }, expect: { idemTtlAtLeast: RETENTION - 30 * SEC } },
+    // records live as long as their hold and 24 h after it closes (authorize), or 24 h (charge, record)
+    { op: 'peek', input: { idem: 'k1' }, expect: { idemKeptFor: 'hold' } },
+    { op: 'peek', input: { idem: 'c1' }, expect: { idemKeptFor: RETENTION } },
+    { op: 'peek', input: { idem: 'r1' }, expect: { idemKeptFor: RETENTION } },
+    { op: 'settle', input: { holdId: 'h_1', amount: '3' } },
+    { op: 'peek', input: { idem: 'k1' }, expect: { idemKeptFor: RETENTION } },
   ],
 
   // README "Limits and windows": `crossed` covers expiries applied on the way, and a
@@ -619,7 +622,7 @@ async function runScenario(backend: Backend, base: RedisClient, steps: Step[]): 
             : await sweepExpiredHolds(backend.sweepClient(redis, projectId), service)
           break
         case 'peek':
-          await checkPeek(redis, keys, tag, step.input, step.expect, label)
+          await checkPeek(redis, keys, clock(), step.input, step.expect, label)
           continue
         case 'reconnect': {
           const fresh = await backend.connect()
@@ -707,15 +710,18 @@ function checkResult(result: Result<Record<string, any>>, e: Expect, label: stri
   }
 }
 
-async function checkPeek(redis: RedisClient, keys: ReturnType<typeof budgetKeys>, tag: string, input: { holdId?: string; idem?: string }, e: PeekExpect, label: string): Promise<void> {
+async function checkPeek(redis: RedisClient, keys: ReturnType<typeof budgetKeys>, nowMs: number, input: { holdId?: string; idem?: string }, e: PeekExpect, label: string): Promise<void> {
   if (input.holdId !== undefined) {
     const number = input.holdId.slice(2)
     if (e.open !== undefined) expect((await redis.zscore(keys.open, number)) !== null, `${label}: in the open index`).toBe(e.open)
-    if (e.closed !== undefined) expect((await redis.zscore(keys.purge, number)) !== null, `${label}: in the purge index`).toBe(e.closed)
+    if (e.closed !== undefined) expect((await redis.zscore(keys.purge, `h${number}`)) !== null, `${label}: in the purge index`).toBe(e.closed)
   }
-  if (e.idemTtlAtLeast !== undefined) {
-    const ttl = await redis.pttl(idempotencyKey(tag, input.idem!))
-    expect(ttl, `${label}: PTTL`).toBeGreaterThanOrEqual(e.idemTtlAtLeast)
+  if (e.idemKeptFor !== undefined) {
+    const field = `i:${input.idem!}`
+    expect(await redis.hexists(keys.budget, field), `${label}: record ${field} exists`).toBe(1)
+    const purgeAt = await redis.zscore(keys.purge, field)
+    if (e.idemKeptFor === 'hold') expect(purgeAt, `${label}: ${field} kept while its hold is open`).toBeNull()
+    else expect(Number(purgeAt) - nowMs, `${label}: ${field} kept for`).toBeGreaterThanOrEqual(e.idemKeptFor)
   }
 }
 
@@ -747,7 +753,8 @@ describe.each([
     expect((await service.charge(projectId, { key: KEY, amount: '1', idempotencyKey: 'c1' })).ok).toBe(true)
 
     // every key of src/budgets/keys.ts for this budget (k.open holds h_2, k.purge holds h_1)
-    const all = [...Object.values(budgetKeys(tag)), idempotencyKey(tag, 'k1'), idempotencyKey(tag, 'k2'), idempotencyKey(tag, 'c1')]
+    // (idempotency records are fields of the budget hash)
+    const all = Object.values(budgetKeys(tag))
     const slots = await Promise.all(all.map((key) => clusterClient.cluster('KEYSLOT', key)))
     expect(new Set(slots).size, `slots ${slots.join(',')}`).toBe(1)
     // ...which is the slot of the hash tag itself

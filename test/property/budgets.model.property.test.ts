@@ -26,8 +26,9 @@ const LENGTH: Record<Exclude<MWindow, 'never'>, number> = { hour: HOUR_MS, day: 
 // The reference model
 
 interface MLimit { id: string; window: MWindow; enforce: Enforce; amount: bigint; consumed: bigint; periodStart: number | null; before: bigint }
-interface MHold { state: 'o' | 's' | 'r' | 'x'; amount: bigint; expiresAt: number; settled: bigint; purgeAt: number }
-type MIdem = { op: 'a'; amount: bigint; ttlArg: number | undefined; holdId: number; expiresAt: number } | { op: 'c' | 'r'; amount: bigint }
+interface MHold { state: 'o' | 's' | 'r' | 'x'; amount: bigint; expiresAt: number; settled: bigint; purgeAt: number; idemKey: string }
+/** Idempotency records are forgotten by the sweep: an authorize's with its hold's record, others after the retention. */
+type MIdem = ({ op: 'a'; amount: bigint; ttlArg: number | undefined; holdId: number; expiresAt: number } | { op: 'c' | 'r'; amount: bigint }) & { purgeAt: number | null }
 
 interface LimitSpec { id: string; window: MWindow; enforce: Enforce; amount: bigint }
 interface ConfigSpec { limits: LimitSpec[]; defaultTtlMs: number; maxTtlMs: number | undefined; closes: 'open' | 'past' | 'future' | 'now' }
@@ -77,6 +78,8 @@ class BudgetModel {
     h.state = state
     h.settled = usage ?? 0n
     h.purgeAt = this.now + RETENTION_MS
+    const record = this.idem.get(h.idemKey)
+    if (record) record.purgeAt = h.purgeAt
   }
 
   crossed(): Crossed[] {
@@ -174,9 +177,9 @@ class BudgetModel {
     if (denied) return denied
     const id = ++this.seq
     const expiresAt = this.now + ttl
-    this.holds.set(id, { state: 'o', amount, expiresAt, settled: 0n, purgeAt: 0 })
+    this.holds.set(id, { state: 'o', amount, expiresAt, settled: 0n, purgeAt: 0, idemKey })
     this.held += amount
-    this.idem.set(idemKey, { op: 'a', amount, ttlArg, holdId: id, expiresAt })
+    this.idem.set(idemKey, { op: 'a', amount, ttlArg, holdId: id, expiresAt, purgeAt: null })
     return { allowed: true, holdId: `h_${id}`, amount: formatUnits(amount), expiresAt, replayed: false, balance: this.balance() }
   }
 
@@ -221,11 +224,14 @@ class BudgetModel {
       if (denied) return denied
     }
     this.consume(amount, this.now)
-    this.idem.set(idemKey, { op, amount })
+    this.idem.set(idemKey, { op, amount, purgeAt: this.now + RETENTION_MS })
     return { amount: formatUnits(amount), replayed: false, balance: this.balance(), crossed: this.crossed() }
   }
 
-  /** The background sweep: expiries as on any touch (counted), then closed holds past retention are forgotten. */
+  /**
+   * The background sweep: expiries as on any touch (counted), then closed holds and idempotency
+   * records past their retention are forgotten (each counts as one purged record).
+   */
   sweep(): Answer {
     const open = [...this.holds.values()].filter((h) => h.state === 'o')
     this.touch()
@@ -233,6 +239,9 @@ class BudgetModel {
     let purged = 0
     for (const [id, h] of this.holds) {
       if (h.state !== 'o' && h.purgeAt <= this.now) { this.holds.delete(id); purged++ }
+    }
+    for (const [key, record] of this.idem) {
+      if (record.purgeAt !== null && record.purgeAt <= this.now) { this.idem.delete(key); purged++ }
     }
     return { expired, purged }
   }

@@ -3,12 +3,13 @@
   A charge is immediate consumption and is denied when a hard limit cannot take it (and on a
   closed budget); a record reports usage after the fact and is never denied, the only way
   past a hard limit.
-  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index,
-  KEYS[4] the idempotency record of this request
-  ARGV[1] nowMs, ARGV[2] amount hi, ARGV[3] amount lo, ARGV[4] 'charge' | 'record', ARGV[5] retentionMs
+  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index
+  ARGV[1] nowMs, ARGV[2] amount hi, ARGV[3] amount lo, ARGV[4] 'charge' | 'record',
+  ARGV[5] retentionMs, ARGV[6] idempotency key
   Returns { 'budget_not_found' } or a budget reply whose status is
   ok | replayed | idempotency_conflict | budget_closed | budget_exceeded.
-  The idempotency record packs: 2 (charge) or 3 (record), amount hi, lo.
+  Only ok writes an idempotency record (field i:<key>: 2 charge or 3 record, amount hi, lo),
+  forgotten after the retention.
 ]]
 --@include money
 --@include window
@@ -16,10 +17,10 @@
 
 local now = tonumber(ARGV[1])
 local ah, al = tonumber(ARGV[2]), tonumber(ARGV[3])
-local mode, retention = ARGV[4], tonumber(ARGV[5])
+local mode, retention, idem = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local op = (mode == 'charge') and 2 or 3
 
-local b = touchBudget(KEYS, now, retention)
+local b = touchBudget(KEYS, now, retention, 'i:' .. idem)
 if b == nil then return { 'budget_not_found' } end
 
 local function answer(status)
@@ -27,7 +28,7 @@ local function answer(status)
   return budgetReply(b, status, {})
 end
 
-local prior = redis.call('GET', KEYS[4])
+local prior = b.extra
 if prior then
   if #prior == 24 then
     local pop, phi, plo = struct.unpack('<ddd', prior)
@@ -42,5 +43,7 @@ if mode == 'charge' then
 end
 
 consume(b, ah, al, nil)
-b.later[#b.later + 1] = { 'SET', KEYS[4], struct.pack('<ddd', op, ah, al), 'PX', int(retention) }
+b.writes[#b.writes + 1] = 'i:' .. idem
+b.writes[#b.writes + 1] = struct.pack('<ddd', op, ah, al)
+b.later[#b.later + 1] = { 'ZADD', KEYS[3], int(now + retention), 'i:' .. idem }
 return answer('ok')

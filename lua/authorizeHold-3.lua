@@ -1,15 +1,14 @@
 --[[
   Authorizes a hold: reserves `amount` against every hard limit of the budget, or denies it.
-  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index,
-  KEYS[4] the idempotency record of this request
+  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index
   ARGV[1] nowMs, ARGV[2] amount hi, ARGV[3] amount lo,
-  ARGV[4] ttlMs as the caller sent it ('' = the budget's default), ARGV[5] retentionMs
+  ARGV[4] ttlMs as the caller sent it ('' = the budget's default), ARGV[5] retentionMs,
+  ARGV[6] idempotency key
   Returns { 'budget_not_found' } or a budget reply (includes/budget.lua) whose status is
   ok | replayed | idempotency_conflict | budget_closed | ttl_exceeds_max | budget_exceeded,
   with s = { holdId, expiresAt, ttlMs } for ok and replayed, s = { '', '', maxTtlMs } for
   ttl_exceeds_max. A replay answers even when the budget has closed since.
-  The idempotency record packs: 1 (authorize), hold number, amount hi, lo, ttlMs as sent
-  (-1 = default), expiresAt, ttlMs applied.
+  Only ok writes an idempotency record (field i:<key>, forgotten with its hold's record).
 ]]
 --@include money
 --@include window
@@ -17,9 +16,9 @@
 
 local now = tonumber(ARGV[1])
 local ah, al = tonumber(ARGV[2]), tonumber(ARGV[3])
-local ttlSent, retention = tonumber(ARGV[4]) or -1, tonumber(ARGV[5])
+local ttlSent, retention, idem = tonumber(ARGV[4]) or -1, tonumber(ARGV[5]), ARGV[6]
 
-local b = touchBudget(KEYS, now, retention)
+local b = touchBudget(KEYS, now, retention, 'i:' .. idem)
 if b == nil then return { 'budget_not_found' } end
 
 local function answer(status, s)
@@ -27,7 +26,7 @@ local function answer(status, s)
   return budgetReply(b, status, s or {})
 end
 
-local prior = redis.call('GET', KEYS[4])
+local prior = b.extra
 if prior then
   if #prior ~= 56 then return answer('idempotency_conflict') end
   local op, id, phi, plo, pttl, pexp, pttlMs = struct.unpack('<ddddddd', prior)
@@ -42,14 +41,16 @@ if ttl > b.mttl then return answer('ttl_exceeds_max', { '', '', b.mttl }) end
 if not fitsHardLimits(b, ah, al) then return answer('budget_exceeded') end
 
 b.seq = b.seq + 1
-local id = b.seq
+local id = int(b.seq)
 local expiresAt = now + ttl
 b.hh, b.hl = moneyAdd(b.hh, b.hl, ah, al)
 if b.nexp < 0 or expiresAt < b.nexp then b.nexp = expiresAt end
 b.dirty = true
 -- Appended: holds expired on the way have their records in b.writes already.
-b.writes[#b.writes + 1] = 'h' .. int(id)
-b.writes[#b.writes + 1] = packHold({ state = OPEN, hi = ah, lo = al, exp = expiresAt, shi = 0, slo = 0 })
-b.later[#b.later + 1] = { 'ZADD', KEYS[2], int(expiresAt), int(id) }
-b.later[#b.later + 1] = { 'SET', KEYS[4], struct.pack('<ddddddd', 1, id, ah, al, ttlSent, expiresAt, ttl), 'PX', int(ttl + retention) }
-return answer('ok', { id, expiresAt, ttl })
+local w = b.writes
+w[#w + 1] = 'h' .. id
+w[#w + 1] = packHold({ state = OPEN, hi = ah, lo = al, exp = expiresAt, shi = 0, slo = 0, idem = idem })
+w[#w + 1] = 'i:' .. idem
+w[#w + 1] = struct.pack('<ddddddd', 1, b.seq, ah, al, ttlSent, expiresAt, ttl)
+b.later[#b.later + 1] = { 'ZADD', KEYS[2], int(expiresAt), id }
+return answer('ok', { b.seq, expiresAt, ttl })
