@@ -45,7 +45,7 @@ export async function startGateway(config: Config, overrides: { clock?: Clock; l
   const redis = connectRedis(config.redisUrl ?? embedded!.url)
   let ready = false
 
-  const notifications = new Notifications(redis, logger)
+  const notifications = new Notifications(redis.duplicate(), logger)
   const keys = new KeyService(redis, clock, config.rootKey)
   await keys.listen()
   const budgets = new BudgetService(redis, clock, {

@@ -16,9 +16,8 @@ export function connectRedis(url: string, name = 'metering', options: { blocking
         const [host, port] = hostPort.split(':')
         return { host: host ?? '127.0.0.1', port: Number(port ?? 6379) }
       })
-    return new Cluster(seeds, { redisOptions: { connectionName: name, ...retries }, enableReadyCheck: true, enableAutoPipelining: !options.blocking })
+    return new Cluster(seeds, { redisOptions: { connectionName: name, ...retries }, enableReadyCheck: true })
   }
-  // Auto-pipelining sends the commands of one event-loop tick in one write: under load many
-  // requests are in flight at once, and one syscall per command was the gateway's top cost.
-  return new Redis(url, { connectionName: name, enableAutoPipelining: !options.blocking, ...retries })
+  // No auto-pipelining: its setImmediate hop cost more than its batching saved (bench/README.md).
+  return new Redis(url, { connectionName: name, ...retries })
 }
