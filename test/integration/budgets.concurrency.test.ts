@@ -10,6 +10,7 @@ import type { Balance } from '../../src/budgets/types.js'
 import type { Result } from '../../src/errors.js'
 import { formatUnits, parseAmount } from '../../src/money/decimal.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
+import { prng } from '../support/prng.js'
 
 const HOUR_MS = 3_600_000
 const DAY_MS = 86_400_000
@@ -20,18 +21,6 @@ const project = uniquePrefix()
 
 beforeAll(() => { clients = Array.from({ length: CLIENTS }, () => testRedis()) })
 afterAll(async () => { await Promise.all(clients.map((c) => c.quit())) })
-
-/** A small deterministic PRNG (mulberry32), so a failing run can be repeated from its seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 const units = (text: string) => {
   const negative = text.startsWith('-')

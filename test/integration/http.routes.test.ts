@@ -12,6 +12,7 @@ import {
   type CommonContext, type RawResponse,
 } from '../support/commonRoutes.js'
 import { ROOT_KEY, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { prng } from '../support/prng.js'
 
 let gw: TestGateway
 beforeAll(async () => { gw = await startTestGateway({ ...COMMON_GATEWAY }) })
@@ -308,18 +309,6 @@ describe('projects are isolated', () => {
 })
 
 // ---- fuzz -------------------------------------------------------------------------------------
-
-/** mulberry32: a small seeded PRNG, so a failing run can be replayed from its seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 const STATUS_CODES: Record<number, string> = {
   400: 'BAD_REQUEST', 401: 'UNAUTHORIZED', 402: 'BUDGET_EXCEEDED', 403: 'FORBIDDEN', 404: 'NOT_FOUND', 409: 'CONFLICT', 413: 'PAYLOAD_TOO_LARGE',
