@@ -184,7 +184,7 @@ function tooLarge(max: number): Failure {
   return failure('payload_too_large', 'payload_too_large', `The body is larger than ${max} bytes.`)
 }
 
-const PUBLIC: Principal = { kind: 'root' }
+const PUBLIC: Principal = { kind: 'anonymous' }
 
 function bearerKey(authorization: string): string | undefined {
   const match = /^Bearer ([^\s]+)$/i.exec(authorization)

@@ -2,10 +2,11 @@ import type { Static, TSchema } from '@sinclair/typebox'
 import type { Result } from '../errors.js'
 import type { Services } from '../services.js'
 
-/** Who is calling: the operator's root key, or a project's API key with its scopes. */
+/** Who is calling: the operator's root key, a project's API key with its scopes, or nobody (public routes). */
 export type Principal =
   | { kind: 'root' }
   | { kind: 'project'; projectId: string; keyId: string; scopes: readonly string[] }
+  | { kind: 'anonymous' }
 
 /**
  * Who may call a route: `public` (no key), `root` (only METERING_ROOT_KEY), `project` (a

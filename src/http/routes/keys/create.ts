@@ -25,7 +25,7 @@ export const createKey = defineRoute({
   }),
   handler: ({ body, principal, services }) => {
     if (principal.kind === 'root') return services.keys.createKey(body.projectId, body)
-    if (principal.projectId !== body.projectId) return failure('forbidden', 'other_project', 'This key belongs to another project.')
+    if (principal.kind !== 'project' || principal.projectId !== body.projectId) return failure('forbidden', 'other_project', 'This key belongs to another project.')
     // A project key grants at most what it holds: by default exactly its own scopes.
     const held = principal.scopes
     const scopes = body.scopes ?? [...held]
