@@ -13,7 +13,7 @@ import { Notifications } from './notifications/queue.js'
 import { RateLimiter } from './ratelimit/limiter.js'
 import { connectRedis } from './redis/connection.js'
 import { startEmbeddedRedis } from './redis/local.js'
-import type { RedisClient } from './redis/scripts.js'
+import { loadLibrary, type RedisClient } from './redis/scripts.js'
 import type { Services } from './services.js'
 import { startHoldExpiry, sweepExpiredHolds } from '../workers/holdExpiry.js'
 
@@ -43,6 +43,7 @@ export async function startGateway(config: Config, overrides: { clock?: Clock; l
   const embedded = config.redisUrl ? undefined : await startEmbeddedRedis(config.dataDir)
   if (embedded) logger.info({ url: embedded.url, dir: embedded.dir }, 'started embedded redis-server (AOF)')
   const redis = connectRedis(config.redisUrl ?? embedded!.url)
+  await loadLibrary(redis)
   let ready = false
 
   const notifications = new Notifications(redis.duplicate(), logger)

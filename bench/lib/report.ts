@@ -94,7 +94,7 @@ export function printReport(r: Report): void {
     `\n== ${r.scenario}: ${o.durationS}s per leg (+${o.warmupS}s warm-up), ${o.connections} connections, pipelining ${o.pipelining} ==`,
   );
   const rows: string[][] = [
-    ['leg', 'req/s', 'ops/s', 'p50 ms', 'p99 ms', 'CPU µs/op', 'srv CPU%', 'Redis µs/op', 'evalsha µs', 'Redis CPU µs/op', 'client CPU%', 'other CPU%', 'non2xx/err'],
+    ['leg', 'req/s', 'ops/s', 'p50 ms', 'p99 ms', 'CPU µs/op', 'srv CPU%', 'Redis µs/op', 'script µs', 'Redis CPU µs/op', 'client CPU%', 'other CPU%', 'non2xx/err'],
   ];
   for (const l of r.legs) {
     if (!l.ok) {
@@ -116,7 +116,7 @@ export function printReport(r: Report): void {
       f(l.cpuUsPerOp),
       f(l.serverCpuPct, 0),
       redisCmd,
-      f(rd?.evalshaUsecPerCall),
+      f(rd?.scriptUsecPerCall),
       f(rd?.perOp.cpuUs),
       f(l.clientCpuPct, 0),
       f(l.otherCpuPct, 0),
