@@ -47,7 +47,8 @@ export async function loadLibrary(redis: RedisClient): Promise<void> {
 const loading = new WeakMap<RedisClient, Promise<void>>()
 
 /**
- * A script of lua/, named `verbNoun-<number of KEYS>`, called with FCALL: one round trip.
+ * A script of lua/, named `verbNoun-<number of KEYS>` (or `verbNoun-N` for a script that takes
+ * as many keys as it is given), called with FCALL: one round trip.
  * A node that does not have the library yet (a new or flushed node) gets it, and the call is
  * made once more.
  */
@@ -60,18 +61,18 @@ export class Script {
   totalMs = 0
 
   constructor(readonly name: string) {
-    const keys = /-(\d+)$/.exec(name)
+    const keys = /-(\d+|N)$/.exec(name)
     const functionName = library.names.get(name)
     if (!keys || !functionName) throw new Error(`no script lua/${name}.lua (named verbNoun-<number of KEYS>)`)
-    this.numberOfKeys = Number(keys[1])
+    this.numberOfKeys = keys[1] === 'N' ? undefined : Number(keys[1])
     this.functionName = functionName
   }
 
   async run(redis: RedisClient, keys: string[], args: (string | number)[]): Promise<unknown[]> {
-    if (keys.length !== this.numberOfKeys) throw new Error(`${this.name} takes ${this.numberOfKeys} keys, got ${keys.length}`)
+    if (this.numberOfKeys !== undefined && keys.length !== this.numberOfKeys) throw new Error(`${this.name} takes ${this.numberOfKeys} keys, got ${keys.length}`)
     const started = performance.now()
     try {
-      return (await redis.call('FCALL', this.functionName, this.numberOfKeys, ...keys, ...args)) as unknown[]
+      return (await redis.call('FCALL', this.functionName, keys.length, ...keys, ...args)) as unknown[]
     } catch (error) {
       if (!(error instanceof Error) || !error.message.includes('Function not found')) throw error
       let load = loading.get(redis)
@@ -80,7 +81,7 @@ export class Script {
         loading.set(redis, load)
       }
       await load
-      return (await redis.call('FCALL', this.functionName, this.numberOfKeys, ...keys, ...args)) as unknown[]
+      return (await redis.call('FCALL', this.functionName, keys.length, ...keys, ...args)) as unknown[]
     } finally {
       this.calls++
       this.totalMs += performance.now() - started
