@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.js'
-import { failure, invalid, success, type Failure, type Result } from '../errors.js'
+import { failure, invalid, success, type Failure, type Issue, type Result } from '../errors.js'
 import { formatUnits, fromPair, parseAmount } from '../money/decimal.js'
 import type { RedisClient } from '../redis/scripts.js'
 import { explainDenial } from './denial.js'
@@ -32,6 +32,29 @@ const DAY_MS = 86_400_000
 const HOLD_RELEASED = '3'
 const HOLD_EXPIRED = '4'
 
+/** A budget's hold deadlines with their defaults filled in, as an upsert stores them. */
+export function resolveHolds(holds: UpsertInput['holds']): { defaultTtlMs: number; maxTtlMs: number } {
+  const defaultTtlMs = holds?.defaultTtlMs ?? DEFAULT_TTL_MS
+  return { defaultTtlMs, maxTtlMs: holds?.maxTtlMs ?? Math.max(DEFAULT_MAX_TTL_MS, defaultTtlMs) }
+}
+
+/**
+ * The rules an upsert checks beyond its schema, with JSON paths under `at` (the catalog checks
+ * a document's budgets with them before it writes anything). `duplicate` marks a limit id used twice.
+ */
+export function budgetRuleIssues(input: UpsertInput, at = '$'): (Issue & { duplicate?: true })[] {
+  const issues: (Issue & { duplicate?: true })[] = []
+  const { defaultTtlMs, maxTtlMs } = resolveHolds(input.holds)
+  if (defaultTtlMs > maxTtlMs) issues.push({ path: `${at}.holds.defaultTtlMs`, message: 'must not exceed holds.maxTtlMs' })
+  const seen = new Set<string>()
+  input.limits.forEach((l, i) => {
+    if (seen.has(l.id)) issues.push({ path: `${at}.limits[${i}].id`, message: `limit id ${l.id} is used twice`, duplicate: true })
+    seen.add(l.id)
+    if (l.anchor !== undefined && l.window === 'never') issues.push({ path: `${at}.limits[${i}].anchor`, message: 'a never window has no periods to anchor' })
+  })
+  return issues
+}
+
 /**
  * Budgets with holds (src/budgets/README.md). Each method is one script, so one round trip,
  * with `now` read once from the injected clock: every decision of a call sees one instant.
@@ -48,19 +71,10 @@ export class BudgetService {
   }
 
   async upsert(projectId: string, input: UpsertInput): Promise<Result<BudgetView & { created: boolean; crossed: Crossed[] }>> {
-    const defaultTtlMs = input.holds?.defaultTtlMs ?? DEFAULT_TTL_MS
-    const maxTtlMs = input.holds?.maxTtlMs ?? Math.max(DEFAULT_MAX_TTL_MS, defaultTtlMs)
-    const issues = []
-    if (defaultTtlMs > maxTtlMs) issues.push({ path: '$.holds.defaultTtlMs', message: 'must not exceed holds.maxTtlMs' })
-    const seen = new Set<string>()
-    const limits: store.LimitInput[] = []
-    input.limits.forEach((l, i) => {
-      if (seen.has(l.id)) issues.push({ path: `$.limits[${i}].id`, message: `limit id ${l.id} is used twice` })
-      seen.add(l.id)
-      if (l.anchor !== undefined && l.window === 'never') issues.push({ path: `$.limits[${i}].anchor`, message: 'a never window has no periods to anchor' })
-      limits.push({ id: l.id, window: l.window, enforce: l.enforce, anchor: l.anchor, amount: parseAmount(l.amount)! })
-    })
+    const issues = budgetRuleIssues(input)
     if (issues.length > 0) return invalid(issues)
+    const { defaultTtlMs, maxTtlMs } = resolveHolds(input.holds)
+    const limits: store.LimitInput[] = input.limits.map((l) => ({ id: l.id, window: l.window, enforce: l.enforce, anchor: l.anchor, amount: parseAmount(l.amount)! }))
 
     const now = this.clock()
     const snap = await store.upsertBudget(this.redis, budgetTag(projectId, input.key), now, this.retentionMs, {
