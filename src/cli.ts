@@ -1,6 +1,10 @@
+import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
+import { BudgetService } from './budgets/service.js'
+import { CatalogService } from './catalog/service.js'
 import { systemClock } from './clock.js'
 import { loadConfig } from './config.js'
+import { projectKey } from './keys/keys.js'
 import { KeyService } from './keys/service.js'
 import { connectRedis } from './redis/connection.js'
 import { runningEmbeddedRedis, startEmbeddedRedis } from './redis/local.js'
@@ -9,15 +13,18 @@ const USAGE = `Usage: npm run cli -- <command>
   project create [--name NAME]                         create a project and its first key
   key create --project ID [--scopes a,b] [--expires-at MS] [--name NAME]
   key revoke KEY_ID
+  apply FILE.json --project ID [--dry-run]             apply a config document (src/catalog/README.md)
 Redis: REDIS_URL, else the embedded redis-server of METERING_DATA_DIR (./data), started for
 the command if the service is not running.`
 
-/** Administration without HTTP: projects and keys, straight against Redis. */
+/** Administration without HTTP: projects, keys and config documents, straight against Redis. */
 async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { name: { type: 'string' }, project: { type: 'string' }, scopes: { type: 'string' }, 'expires-at': { type: 'string' } },
+    options: {
+      name: { type: 'string' }, project: { type: 'string' }, scopes: { type: 'string' }, 'expires-at': { type: 'string' }, 'dry-run': { type: 'boolean' },
+    },
   })
   const [noun, verb, arg] = positionals
   const config = loadConfig()
@@ -35,6 +42,17 @@ async function main(argv: string[]): Promise<number> {
         expiresAt: values['expires-at'] ? Number(values['expires-at']) : null,
       })
       if (!result.ok) return fail(result.message)
+      print(result.value)
+    } else if (noun === 'apply' && verb && values.project) {
+      if ((await redis.exists(projectKey(values.project))) === 0) return fail(`Project ${values.project} does not exist.`)
+      const document: unknown = JSON.parse(readFileSync(verb, 'utf8'))
+      if (values['dry-run'] && typeof document === 'object' && document !== null) (document as { dryRun?: boolean }).dryRun = true
+      const catalog = new CatalogService(redis, systemClock, new BudgetService(redis, systemClock))
+      const result = await catalog.apply(values.project, document, 'cli')
+      if (!result.ok) {
+        print(result.details ?? {})
+        return fail(result.message)
+      }
       print(result.value)
     } else if (noun === 'key' && verb === 'revoke' && arg) {
       const result = await keys.revokeKey(arg)

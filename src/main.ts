@@ -2,6 +2,8 @@ import { pathToFileURL } from 'node:url'
 import { pino, type Logger } from 'pino'
 import { BudgetService } from './budgets/service.js'
 import { budgetScripts } from './budgets/redis.js'
+import { catalogScripts } from './catalog/redis.js'
+import { CatalogService } from './catalog/service.js'
 import { systemClock, type Clock } from './clock.js'
 import { loadConfig, type Config } from './config.js'
 import { createHttpApp, listen } from './http/app.js'
@@ -52,14 +54,15 @@ export async function startGateway(config: Config, overrides: { clock?: Clock; l
   const budgets = new BudgetService(redis, clock, {
     onCrossed: (projectId, budgetKey, crossed) => notifications.limitCrossed({ projectId, budgetKey, crossed, at: clock() }),
   })
-  const services: Services = { budgets, keys }
+  const catalog = new CatalogService(redis, clock, budgets)
+  const services: Services = { budgets, catalog, keys }
   const rateLimiter = config.rateLimit ? new RateLimiter(redis, clock, config.rateLimit) : undefined
 
   const app = createHttpApp({
     routes,
     services,
     logger,
-    metrics: new Metrics(budgetScripts),
+    metrics: new Metrics([...budgetScripts, ...catalogScripts]),
     openapi: buildOpenApi(routes),
     docsUrl: config.docsUrl,
     maxBodyBytes: config.maxBodyBytes,

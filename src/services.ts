@@ -1,8 +1,10 @@
 import type { BudgetService } from './budgets/service.js'
+import type { CatalogService } from './catalog/service.js'
 import type { KeyService } from './keys/service.js'
 
 /** The domain services a route handler may call. */
 export interface Services {
   budgets: BudgetService
+  catalog: CatalogService
   keys: KeyService
 }

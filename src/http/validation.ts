@@ -20,7 +20,8 @@ function isRealError(error: ValueError): boolean {
   return codePoints > (error.schema.maxLength as number)
 }
 
-export function compile(schema: TSchema): Validator {
+/** `maxIssues`: a request names at most that many problems (a large document may have many). */
+export function compile(schema: TSchema, maxIssues = 50): Validator {
   const checker: TypeCheck<TSchema> = TypeCompiler.Compile(schema)
   const realErrors = (value: unknown) => [...checker.Errors(value)].filter(isRealError)
   return {
@@ -31,7 +32,7 @@ export function compile(schema: TSchema): Validator {
       for (const error of realErrors(value)) {
         const path = toJsonPath(error.path)
         if (!byPath.has(path)) byPath.set(path, error.message)
-        if (byPath.size >= 50) break
+        if (byPath.size >= maxIssues) break
       }
       return [...byPath].map(([path, message]) => ({ path, message }))
     },

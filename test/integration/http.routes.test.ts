@@ -34,6 +34,20 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'budgets.release': (ctx) => ({ key: ctx.budgetKey, holdId: ctx.holdId }),
   'budgets.charge': (ctx) => ({ key: ctx.budgetKey, amount: '3', idempotencyKey: 'common-charge' }),
   'budgets.record': (ctx) => ({ key: ctx.budgetKey, amount: '4', idempotencyKey: 'common-record' }),
+  'config.apply': (ctx) => ({ budgets: [{ ...COMMON_BUDGET, key: ctx.budgetKey, limits: [{ id: 'total', window: 'never', enforce: 'hard', amount: '60' }] }] }),
+  'features.list': () => undefined,
+  'plans.versions.list': () => ({ onlyPublished: true }),
+  'planVersions.list': () => ({ onlyLatest: true }),
+  'planVersions.get': () => undefined,
+  'access.entitlements.list': (ctx) => ({ customerId: ctx.customerId }),
+  'entitlements.get': (ctx) => ({ customerId: ctx.customerId }),
+  'subscriptions.get': (ctx) => ({ customerId: ctx.customerId }),
+  'access.update': (ctx) => ({ customerId: ctx.customerId, updates: { customerUsageLimitReached: true } }),
+}
+
+/** Path parameters each parameterized route accepts in the helper's context (by operationId). */
+const PATH_PARAMS: Record<string, (ctx: CommonContext) => Record<string, string>> = {
+  'planVersions.get': (ctx) => ({ planVersionId: ctx.planVersionId }),
 }
 
 describe('every route gets the common route tests', () => {
@@ -48,7 +62,13 @@ describe('every route gets the common route tests', () => {
       })
       continue
     }
-    runCommonRouteTests(() => gw, { method: route.method, path: route.path, access: route.access, validBody })
+    if (route.path.includes(':') && !PATH_PARAMS[route.operationId]) {
+      test(`${route.method} ${route.path} has its path parameters in PATH_PARAMS`, () => {
+        expect.fail(`${route.operationId} takes path parameters: add them to PATH_PARAMS`)
+      })
+      continue
+    }
+    runCommonRouteTests(() => gw, { method: route.method, path: route.path, access: route.access, validBody, pathParams: PATH_PARAMS[route.operationId] })
   }
 })
 

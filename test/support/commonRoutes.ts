@@ -16,12 +16,28 @@ export const COMMON_GATEWAY = { maxBodyBytes: 4096, docsUrl: 'https://docs.examp
 /**
  * What the helper sets up for each route, in a project of its own: a budget with one open
  * hold (h_1 of 1 on a hard `never` limit of 100, an hour to live, so moving the clock a few
- * seconds changes nothing), and a second key (budgets:read only) that routes may revoke.
+ * seconds changes nothing), a second key (budgets:read only) that routes may revoke, and
+ * COMMON_CATALOG.
  */
 export const COMMON_BUDGET = {
   key: 'common-budget',
   limits: [{ id: 'total', window: 'never', enforce: 'hard', amount: '100' }],
   holds: { defaultTtlMs: 3_600_000, maxTtlMs: 86_400_000 },
+} as const
+
+/**
+ * And a small catalog (POST /v1/config/apply): one metered feature, a published plan version,
+ * and a customer subscribed to it since 2024, so the catalog's read routes have something to read.
+ */
+export const COMMON_CATALOG = {
+  features: [{ slug: 'common-calls', title: 'Calls', unitOfMeasure: 'calls' }],
+  plans: [{ slug: 'common', title: 'Common' }],
+  planVersions: [{
+    plan: 'common', version: 1, status: 'published', title: 'Common', currency: 'USD', billingConfig: { billingInterval: 'month' },
+    features: [{ featureSlug: 'common-calls', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, limit: 1000 }],
+  }],
+  customers: [{ id: 'common-customer' }],
+  subscriptions: [{ id: 'common-sub', customerId: 'common-customer', phases: [{ plan: 'common', version: 1, startAt: Date.UTC(2024, 0, 1) }] }],
 } as const
 
 export interface CommonContext {
@@ -35,6 +51,9 @@ export interface CommonContext {
   /** A budgets:read key of the project that stays valid unless a route revokes it. */
   victimKeyId: string
   victimApiKey: string
+  /** The catalog's customer and its published plan version. */
+  customerId: string
+  planVersionId: string
 }
 
 export interface CommonRoute {
@@ -44,6 +63,8 @@ export interface CommonRoute {
   access?: Access
   /** A body the route accepts (200) in the context; the base the bad bodies are made from. */
   validBody?: unknown | ((ctx: CommonContext) => unknown)
+  /** Values of the path's `:name` parameters that the route accepts (200) in the context. */
+  pathParams?: (ctx: CommonContext) => Record<string, string>
 }
 
 export interface AnyResponse {
@@ -215,10 +236,15 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
     const validBody = (): unknown => (typeof route.validBody === 'function' ? (route.validBody as (c: CommonContext) => unknown)(ctx) : route.validBody ?? {})
     /** The key that passes authentication and authorization on this route. */
     const goodKey = (): string => (access.kind === 'root' ? ROOT_KEY : ctx.apiKey)
+    /** The route's path, its parameters filled in. */
+    const path = (): string => {
+      const params = route.pathParams?.(ctx) ?? {}
+      return route.path.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(params[name] ?? `:${name}`))
+    }
     const call = (key: string | undefined, headers?: Record<string, string>, body: unknown = validBody()): Promise<AnyResponse> => {
-      if (isPost) return gw.post(route.path, body, key, headers)
-      if (!headers) return gw.get(route.path, key)
-      return rawRequest(gw.url, { method: 'GET', path: route.path, headers: { ...(key === undefined ? {} : { authorization: `Bearer ${key}` }), ...headers } })
+      if (isPost) return gw.post(path(), body, key, headers)
+      if (!headers) return gw.get(path(), key)
+      return rawRequest(gw.url, { method: 'GET', path: path(), headers: { ...(key === undefined ? {} : { authorization: `Bearer ${key}` }), ...headers } })
     }
     const rootCall = async (path: string, body: unknown): Promise<any> => {
       const res = await gw.post(path, body, ROOT_KEY)
@@ -228,13 +254,18 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
     const createKey = (scopes: string[], expiresAt?: number): Promise<{ keyId: string; apiKey: string }> =>
       rootCall('/v1/keys/create', { projectId: ctx.projectId, scopes, ...(expiresAt === undefined ? {} : { expiresAt }) })
 
-    /** Everything a bad request could have changed: the budget (limits, usage, holds) and whether the second key lives. */
+    /**
+     * Everything a bad request could have changed: the budget (limits, usage, holds), whether the
+     * second key lives, and the customer's entitlements (their metadata shows the access flags).
+     */
     const snapshot = async (): Promise<unknown> => {
       const view = await gw.post('/v1/budgets/get', { key: ctx.budgetKey }, ctx.apiKey)
       expect(view.status, JSON.stringify(view.body)).toBe(200)
       delete view.body.balance.asOf
       const victim = await gw.post('/v1/budgets/get', { key: ctx.budgetKey }, ctx.victimApiKey)
-      return { budget: view.body, secondKeyStatus: victim.status }
+      const entitlements = await gw.post('/v1/access/entitlements/list', { customerId: ctx.customerId }, ctx.apiKey)
+      expect(entitlements.status, JSON.stringify(entitlements.body)).toBe(200)
+      return { budget: view.body, secondKeyStatus: victim.status, entitlements: entitlements.body }
     }
     /** Runs a request that must fail, and checks that the state is as it was before it. */
     const unchangedBy = async <T>(bad: () => Promise<T>): Promise<T> => {
@@ -251,7 +282,14 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
       expect(upsert.status, JSON.stringify(upsert.body)).toBe(200)
       const hold = await gw.post('/v1/budgets/authorize', { key: COMMON_BUDGET.key, amount: '1', ttlMs: 3_600_000, idempotencyKey: 'common-hold' }, project.apiKey)
       expect(hold.status, JSON.stringify(hold.body)).toBe(200)
-      ctx = { ...project, budgetKey: COMMON_BUDGET.key, holdId: hold.body.holdId, victimKeyId: '', victimApiKey: '' }
+      const catalog = await gw.post('/v1/config/apply', COMMON_CATALOG, project.apiKey)
+      expect(catalog.status, JSON.stringify(catalog.body)).toBe(200)
+      const versions = await gw.post('/v1/plan-versions/list', {}, project.apiKey)
+      expect(versions.status, JSON.stringify(versions.body)).toBe(200)
+      ctx = {
+        ...project, budgetKey: COMMON_BUDGET.key, holdId: hold.body.holdId, victimKeyId: '', victimApiKey: '',
+        customerId: COMMON_CATALOG.customers[0].id, planVersionId: versions.body.planVersions[0].id,
+      }
       const victim = await createKey(['budgets:read'])
       ctx.victimKeyId = victim.keyId
       ctx.victimApiKey = victim.apiKey

@@ -1,4 +1,6 @@
 import type { AnyRoute } from '../route.js'
+import { listEntitlements } from './access/listEntitlements.js'
+import { updateAccess } from './access/update.js'
 import { authorizeHold } from './budgets/authorize.js'
 import { chargeBudget } from './budgets/charge.js'
 import { getBudget } from './budgets/get.js'
@@ -6,12 +8,21 @@ import { recordUsage } from './budgets/record.js'
 import { releaseHold } from './budgets/release.js'
 import { settleHold } from './budgets/settle.js'
 import { upsertBudget } from './budgets/upsert.js'
+import { applyConfig } from './config/apply.js'
+import { getEntitlements } from './entitlements/get.js'
+import { listFeatures } from './features/list.js'
 import { createKey } from './keys/create.js'
 import { revokeKey } from './keys/revoke.js'
+import { getPlanVersion } from './planVersions/get.js'
+import { listPlanVersions } from './planVersions/list.js'
+import { listPlansVersions } from './plans/listVersions.js'
 import { createProject } from './projects/create.js'
+import { getSubscription } from './subscriptions/get.js'
 
 /** Every route of the API, in the order the OpenAPI document lists them. */
 export const routes = [
   createProject, createKey, revokeKey,
   upsertBudget, getBudget, authorizeHold, settleHold, releaseHold, chargeBudget, recordUsage,
+  applyConfig, listFeatures, listPlansVersions, listPlanVersions, getPlanVersion,
+  listEntitlements, getEntitlements, getSubscription, updateAccess,
 ] as unknown as readonly AnyRoute[]

@@ -1,0 +1,17 @@
+import { EntitlementsListRequest, EntitlementsListResponseSchema } from '../../../catalog/schemas.js'
+import { checkProject } from '../../../catalog/service.js'
+import { defineRoute } from '../../route.js'
+
+export const listEntitlements = defineRoute({
+  method: 'POST',
+  path: '/v1/access/entitlements/list',
+  operationId: 'access.entitlements.list',
+  summary: "List a customer's active entitlements with their grants",
+  description: 'Entitlements in effect now, each with the grants in effect now (highest priority first); metadata carries the access flags '
+    + '(customerDisabled, customerUsageLimitReached, subscriptionStatus). A disabled customer is 403 customer_disabled.',
+  tags: ['catalog'],
+  access: { kind: 'project', scope: 'catalog:read' },
+  body: EntitlementsListRequest,
+  response: EntitlementsListResponseSchema,
+  handler: ({ body, projectId, services }) => checkProject(body.projectId, projectId) ?? services.catalog.listEntitlements(projectId, body.customerId),
+})
