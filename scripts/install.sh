@@ -11,7 +11,12 @@ apt_pkgs=()
 # redis-cli is used to form the test cluster.
 command -v redis-server >/dev/null 2>&1 || apt_pkgs+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || apt_pkgs+=(redis-tools)
-# --- clickhouse-server: a later issue adds its install here -------------------
+# The integration tests start their own clickhouse-server child
+# (test/support/clickhouse.ts) on free ports: Debian's package (18.16), the
+# oldest ClickHouse the SQL must run on. The service itself uses chDB (npm)
+# unless CLICKHOUSE_URL is set.
+ch_server() { command -v clickhouse-server || ls /usr/sbin/clickhouse-server 2>/dev/null; }
+ch_server >/dev/null 2>&1 || apt_pkgs+=(clickhouse-server)
 
 if ((${#apt_pkgs[@]} > 0)); then
   sudo=()
@@ -25,10 +30,15 @@ if ((${#apt_pkgs[@]} > 0)); then
   if [[ " ${apt_pkgs[*]} " == *" redis-server "* ]]; then
     { "${sudo[@]}" systemctl stop redis-server || "${sudo[@]}" service redis-server stop; } >/dev/null 2>&1 || true
   fi
+  # Same for a system clickhouse-server on :8123/:9000.
+  if [[ " ${apt_pkgs[*]} " == *" clickhouse-server "* ]]; then
+    { "${sudo[@]}" systemctl stop clickhouse-server || "${sudo[@]}" service clickhouse-server stop; } >/dev/null 2>&1 || true
+  fi
 fi
 for bin in redis-server redis-cli; do
   command -v "$bin" >/dev/null 2>&1 || { echo "install.sh: $bin still not on PATH" >&2; exit 1; }
 done
+ch_server >/dev/null 2>&1 || { echo "install.sh: clickhouse-server still not installed" >&2; exit 1; }
 
 # --- npm packages -------------------------------------------------------------
 npm_flags=(--no-audit --no-fund --loglevel=error)
@@ -46,4 +56,4 @@ if [[ -f package-lock.json ]]; then
 else
   npm install "${npm_flags[@]}"
 fi
-echo "install.sh: ok ($(redis-server --version | grep -o 'v=[0-9.]*'), node $(node --version))"
+echo "install.sh: ok ($(redis-server --version | grep -o 'v=[0-9.]*'), clickhouse-server $(dpkg-query -W -f='${Version}' clickhouse-server 2>/dev/null || echo '?'), node $(node --version))"

@@ -6,6 +6,9 @@ import { catalogScripts } from './catalog/redis.js'
 import { CatalogService } from './catalog/service.js'
 import { systemClock, type Clock } from './clock.js'
 import { loadConfig, type Config } from './config.js'
+import { loadEventOptions, type EventOptions } from './events/options.js'
+import { eventScripts } from './events/redis.js'
+import { EventService } from './events/service.js'
 import { createHttpApp, listen } from './http/app.js'
 import { Metrics } from './http/metrics.js'
 import { buildOpenApi } from './http/openapi.js'
@@ -39,7 +42,7 @@ export function createLogger(config: Pick<Config, 'logLevel' | 'prettyLogs'>): L
  * Starts the gateway: Redis (the given URL, or a private redis-server child with AOF under the
  * data directory), the domain services, the uWS app and the background sweep of expired holds.
  */
-export async function startGateway(config: Config, overrides: { clock?: Clock; logger?: Logger } = {}): Promise<Gateway> {
+export async function startGateway(config: Config, overrides: { clock?: Clock; logger?: Logger; events?: Partial<EventOptions> } = {}): Promise<Gateway> {
   const clock = overrides.clock ?? systemClock
   const logger = overrides.logger ?? createLogger(config)
   const embedded = config.redisUrl ? undefined : await startEmbeddedRedis(config.dataDir)
@@ -55,14 +58,17 @@ export async function startGateway(config: Config, overrides: { clock?: Clock; l
     onCrossed: (projectId, budgetKey, crossed) => notifications.limitCrossed({ projectId, budgetKey, crossed, at: clock() }),
   })
   const catalog = new CatalogService(redis, clock, budgets)
-  const services: Services = { budgets, catalog, keys }
+  // Ingestion answers once events are queued; the ingest worker (workers/ingest.ts) is not
+  // started here until the ClickHouse sink exists, so jobs wait in Redis.
+  const events = new EventService(redis, redis.duplicate(), clock, logger, { ...loadEventOptions(), ...overrides.events })
+  const services: Services = { budgets, catalog, keys, events }
   const rateLimiter = config.rateLimit ? new RateLimiter(redis, clock, config.rateLimit) : undefined
 
   const app = createHttpApp({
     routes,
     services,
     logger,
-    metrics: new Metrics([...budgetScripts, ...catalogScripts]),
+    metrics: new Metrics([...budgetScripts, ...catalogScripts, ...eventScripts]),
     openapi: buildOpenApi(routes),
     docsUrl: config.docsUrl,
     maxBodyBytes: config.maxBodyBytes,
@@ -87,6 +93,7 @@ export async function startGateway(config: Config, overrides: { clock?: Clock; l
       ready = false
       stopSweep()
       server.close()
+      await events.close()
       await keys.close()
       await notifications.close()
       await redis.quit()

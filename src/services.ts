@@ -1,10 +1,12 @@
 import type { BudgetService } from './budgets/service.js'
 import type { CatalogService } from './catalog/service.js'
+import type { EventService } from './events/service.js'
 import type { KeyService } from './keys/service.js'
 
 /** The domain services a route handler may call. */
 export interface Services {
   budgets: BudgetService
   catalog: CatalogService
+  events: EventService
   keys: KeyService
 }

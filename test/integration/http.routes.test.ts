@@ -43,6 +43,8 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'entitlements.get': (ctx) => ({ customerId: ctx.customerId }),
   'subscriptions.get': (ctx) => ({ customerId: ctx.customerId }),
   'access.update': (ctx) => ({ customerId: ctx.customerId, updates: { customerUsageLimitReached: true } }),
+  'usage.record': (ctx) => ({ customerId: ctx.customerId, eventSlug: 'common.call', idempotencyKey: 'common-usage', properties: { value: 2 } }),
+  'usage.recordBatch': (ctx) => ({ events: [{ customerId: ctx.customerId, eventSlug: 'common.call', id: 'common-batch-1' }] }),
 }
 
 /** Path parameters each parameterized route accepts in the helper's context (by operationId). */

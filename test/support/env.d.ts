@@ -8,5 +8,7 @@ declare module 'vitest' {
     redisUrl: string;
     /** Seed nodes of the shared 3-master Redis Cluster. */
     clusterNodes: { host: string; port: number }[];
+    /** http://127.0.0.1:PORT of the shared clickhouse-server (Debian 18.16); see ./clickhouse.ts. */
+    clickhouseUrl: string;
   }
 }

@@ -18,6 +18,8 @@ import { listPlanVersions } from './planVersions/list.js'
 import { listPlansVersions } from './plans/listVersions.js'
 import { createProject } from './projects/create.js'
 import { getSubscription } from './subscriptions/get.js'
+import { recordEvent } from './usage/record.js'
+import { recordEventBatch } from './usage/recordBatch.js'
 
 /** Every route of the API, in the order the OpenAPI document lists them. */
 export const routes = [
@@ -25,4 +27,5 @@ export const routes = [
   upsertBudget, getBudget, authorizeHold, settleHold, releaseHold, chargeBudget, recordUsage,
   applyConfig, listFeatures, listPlansVersions, listPlanVersions, getPlanVersion,
   listEntitlements, getEntitlements, getSubscription, updateAccess,
+  recordEvent, recordEventBatch,
 ] as unknown as readonly AnyRoute[]

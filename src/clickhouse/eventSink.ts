@@ -1,0 +1,18 @@
+// The ClickHouse side of the ingest worker's EventSink (src/events/types.ts).
+
+import type { EventSink, UsageEventRow } from '../events/types.js'
+import { insertEventsOnce } from './events.js'
+import type { ClickHouseStore } from './store.js'
+
+/**
+ * Writes each job's events with insertEventsOnce(): rows already stored (a
+ * retried or replayed job) are skipped, so the aggregates stay exact; the
+ * job's token goes along as insert_deduplication_token where it applies.
+ */
+export function clickHouseEventSink(store: ClickHouseStore): EventSink {
+  return {
+    async insertEvents(rows: UsageEventRow[], dedupToken: string): Promise<void> {
+      await insertEventsOnce(store, rows, { dedupToken })
+    },
+  }
+}

@@ -1,0 +1,175 @@
+// Writing usage events and journal movements exactly once, and the one read
+// the analytics needs from the aggregates. See README.md "Exactly once".
+
+import { canonicalDecimal, dateTimeUtc, sqlIdent, sqlLiteral } from './sql.js'
+import type { ClickHouseStore } from './store.js'
+
+/** A row of usage_events as written (value is a decimal string, exact to 10^-8). */
+export interface UsageEventRow {
+  project_id: string
+  event_id: string
+  customer_id: string
+  event_slug: string
+  feature_slug: string
+  /** Decimal string (exact to 10^-8) or a number (written in plain decimal notation). */
+  value: string | number
+  /** JSON text. */
+  properties: string
+  ts_ms: number
+}
+
+/** A row of budget_journal as written. */
+export interface JournalRow {
+  project_id: string
+  budget_key: string
+  movement_id: string
+  kind: 'settle' | 'charge' | 'record' | 'expiry'
+  hold_id: string
+  /** Decimal string, as the budgets path formats amounts. */
+  amount: string
+  ts_ms: number
+}
+
+export interface InsertOnceResult {
+  inserted: number
+  /** Rows already stored (a retried batch) or repeated inside this batch. */
+  skipped: number
+}
+
+/** SQL text per lookup query: well under 18.16's max_query_size (256 KiB). */
+const LOOKUP_SQL_CHARS = 160_000
+
+/**
+ * Inserts the events not yet in usage_events, so that a retried batch (a
+ * worker killed after its insert but before its job was acknowledged) adds
+ * nothing, and the materialized views that feed usage_hourly/usage_daily see
+ * each event once. Correct as long as one writer at a time holds a given
+ * event, which the Redis-side dedup and the queue's job lock provide.
+ */
+export function insertEventsOnce(
+  store: ClickHouseStore,
+  events: ReadonlyArray<UsageEventRow>,
+  options: InsertOnceOptions = {},
+): Promise<InsertOnceResult> {
+  const insertedAt = dateTimeUtc(options.nowMs ?? Date.now())
+  return insertOnce(store, 'usage_events', ['project_id', 'event_id'], events, (e) => ({ ...e, inserted_at: insertedAt }), options)
+}
+
+export interface InsertOnceOptions {
+  /** See InsertOptions.dedupToken in store.ts. */
+  dedupToken?: string
+  /** inserted_at; default now. */
+  nowMs?: number
+  /**
+   * The caller knows no attempt of this batch ever started before (BullMQ:
+   * job.attemptsStarted === 1, not a replay from the dead-letter queue), so
+   * none of its rows can be stored yet: skip the lookup (about half the cost
+   * of a 10k-row write). Rows that passed the Redis dedup are then trusted.
+   */
+  firstAttempt?: boolean
+}
+
+/** The same for budget movements, keyed by (project_id, budget_key, movement_id). */
+export function insertJournalOnce(
+  store: ClickHouseStore,
+  movements: ReadonlyArray<JournalRow>,
+  options: InsertOnceOptions = {},
+): Promise<InsertOnceResult> {
+  const insertedAt = dateTimeUtc(options.nowMs ?? Date.now())
+  return insertOnce(
+    store,
+    'budget_journal',
+    ['project_id', 'budget_key', 'movement_id'],
+    movements,
+    (m) => ({ ...m, inserted_at: insertedAt }),
+    options,
+  )
+}
+
+async function insertOnce<R extends { ts_ms: number }>(
+  store: ClickHouseStore,
+  table: string,
+  key: readonly (keyof R & string)[],
+  rows: ReadonlyArray<R>,
+  toRow: (r: R) => Record<string, unknown>,
+  options: InsertOnceOptions,
+): Promise<InsertOnceResult> {
+  const db = sqlIdent(store.database)
+  const keyOf = (r: R): string => JSON.stringify(key.map((k) => r[k]))
+  const fresh = new Map<string, R>()
+  for (const r of rows) if (!fresh.has(keyOf(r))) fresh.set(keyOf(r), r)
+
+  // Rows sharing every key column but the last (the project, the budget) are
+  // looked up with `prefix = … AND last IN (…)`, which reads the primary
+  // index; lists are cut so each query stays under LOOKUP_SQL_CHARS.
+  const prefix = key.slice(0, -1)
+  const last = key[key.length - 1] as keyof R & string
+  const groups = new Map<string, R[]>()
+  for (const r of fresh.values()) {
+    const g = JSON.stringify(prefix.map((k) => r[k]))
+    const list = groups.get(g)
+    if (list === undefined) groups.set(g, [r])
+    else list.push(r)
+  }
+  for (const group of options.firstAttempt === true ? [] : groups.values()) {
+    const head = group[0] as R
+    const where = prefix.map((k) => `${k} = ${sqlLiteral(head[k] as string)}`).join(' AND ')
+    for (let i = 0; i < group.length; ) {
+      let lo = Infinity
+      let hi = -Infinity
+      let chars = 0
+      const ids: string[] = []
+      for (; i < group.length && chars < LOOKUP_SQL_CHARS; i++) {
+        const r = group[i] as R
+        const lit = sqlLiteral(r[last] as string)
+        ids.push(lit)
+        chars += lit.length + 2
+        lo = Math.min(lo, r.ts_ms)
+        hi = Math.max(hi, r.ts_ms)
+      }
+      // The ts_ms range lets ClickHouse skip partitions: a retried row
+      // carries the same ts_ms as the stored one.
+      const found = await store.query<Record<string, string>>(
+        `SELECT ${key.join(', ')} FROM ${db}.${table} ` +
+          `WHERE ${where}${where === '' ? '' : ' AND '}ts_ms >= ${lo} AND ts_ms <= ${hi} AND ${last} IN (${ids.join(', ')})`,
+      )
+      for (const f of found) fresh.delete(JSON.stringify(key.map((k) => f[k])))
+    }
+  }
+
+  const toInsert = [...fresh.values()].map(toRow)
+  await store.insert(`${db}.${table}`, toInsert, options.dedupToken === undefined ? {} : { dedupToken: options.dedupToken })
+  return { inserted: toInsert.length, skipped: rows.length - toInsert.length }
+}
+
+export interface DailyUsage {
+  /** YYYY-MM-DD (UTC). */
+  day: string
+  feature_slug: string
+  /** Decimal string. */
+  value: string
+  count: number
+}
+
+/**
+ * Per-day usage of one customer, from usage_daily. sum() because
+ * SummingMergeTree folds rows only when parts merge.
+ */
+export async function dailyUsage(
+  store: ClickHouseStore,
+  q: { projectId: string; customerId: string; featureSlug?: string; fromDay: string; toDay: string },
+): Promise<DailyUsage[]> {
+  const db = sqlIdent(store.database)
+  const feature = q.featureSlug === undefined ? '' : ` AND feature_slug = ${sqlLiteral(q.featureSlug)}`
+  // Aliases differ from column names: 18.16 substitutes an alias wherever
+  // its name appears, WHERE included.
+  const rows = await store.query<{ d: string; feature_slug: string; v: string; n: string }>(
+    `SELECT toString(day) AS d, feature_slug, toString(sum(value_sum)) AS v, sum(event_count) AS n
+     FROM ${db}.usage_daily
+     WHERE project_id = ${sqlLiteral(q.projectId)} AND customer_id = ${sqlLiteral(q.customerId)}${feature}
+       AND day >= toDate(${sqlLiteral(q.fromDay)}) AND day <= toDate(${sqlLiteral(q.toDay)})
+     GROUP BY day, feature_slug
+     ORDER BY day, feature_slug`,
+  )
+  return rows.map((r) => ({ day: r.d, feature_slug: r.feature_slug, value: canonicalDecimal(r.v), count: Number(r.n) }))
+}

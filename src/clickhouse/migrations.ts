@@ -1,0 +1,148 @@
+// Versioned schema migrations, applied on start by migrate(store). Each
+// migration is a list of statements that run on chDB (26.x) and on Debian's
+// clickhouse-server 18.16 alike, which is why the SQL avoids: DateTime64,
+// SETTINGS clauses, LowCardinality (experimental in 18.16), table-level
+// dedup settings, and aliases equal to a column name inside an aggregate
+// (18.16 substitutes the alias). Names are qualified with the store's
+// database so materialized views never depend on a session's current database.
+//
+// Never edit a migration that has shipped: append a new one.
+
+import { dateTimeUtc, sqlIdent } from './sql.js'
+import type { ClickHouseStore } from './store.js'
+
+export interface Migration {
+  version: number
+  name: string
+  statements: (db: string) => string[]
+}
+
+/** Month partition of an epoch-ms column, in UTC. */
+const month = (col: string): string => `toYYYYMM(toDateTime(intDiv(${col}, 1000), 'UTC'))`
+
+export const migrations: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'usage_events',
+    statements: (db) => [
+      // A retried event (same project_id + event_id, same ts_ms so the same
+      // partition) collapses to one row when parts merge; until then queries
+      // use FINAL or argMax, and writers use insertEventsOnce().
+      `CREATE TABLE IF NOT EXISTS ${db}.usage_events (
+        project_id String,
+        event_id String,
+        customer_id String,
+        event_slug String,
+        feature_slug String,
+        value Decimal(38, 8),
+        properties String,
+        ts_ms UInt64,
+        inserted_at DateTime('UTC')
+      ) ENGINE = ReplacingMergeTree
+      PARTITION BY ${month('ts_ms')}
+      ORDER BY (project_id, event_id)`,
+    ],
+  },
+  {
+    version: 2,
+    name: 'budget_journal',
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.budget_journal (
+        project_id String,
+        budget_key String,
+        movement_id String,
+        kind String,
+        hold_id String,
+        amount String,
+        ts_ms UInt64,
+        inserted_at DateTime('UTC')
+      ) ENGINE = ReplacingMergeTree
+      PARTITION BY ${month('ts_ms')}
+      ORDER BY (project_id, budget_key, movement_id)`,
+    ],
+  },
+  {
+    version: 3,
+    name: 'usage_hourly and usage_daily',
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.usage_hourly (
+        project_id String,
+        customer_id String,
+        feature_slug String,
+        hour DateTime('UTC'),
+        value_sum Decimal(38, 8),
+        event_count UInt64
+      ) ENGINE = SummingMergeTree
+      PARTITION BY toYYYYMM(hour)
+      ORDER BY (project_id, customer_id, feature_slug, hour)`,
+      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.usage_hourly_mv TO ${db}.usage_hourly AS
+      SELECT
+        project_id,
+        customer_id,
+        feature_slug,
+        toStartOfHour(toDateTime(intDiv(ts_ms, 1000), 'UTC')) AS hour,
+        sum(value) AS value_sum,
+        count() AS event_count
+      FROM ${db}.usage_events
+      GROUP BY project_id, customer_id, feature_slug, hour`,
+      `CREATE TABLE IF NOT EXISTS ${db}.usage_daily (
+        project_id String,
+        customer_id String,
+        feature_slug String,
+        day Date,
+        value_sum Decimal(38, 8),
+        event_count UInt64
+      ) ENGINE = SummingMergeTree
+      PARTITION BY toYYYYMM(day)
+      ORDER BY (project_id, customer_id, feature_slug, day)`,
+      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.usage_daily_mv TO ${db}.usage_daily AS
+      SELECT
+        project_id,
+        customer_id,
+        feature_slug,
+        toDate(toDateTime(intDiv(ts_ms, 1000), 'UTC')) AS day,
+        sum(value) AS value_sum,
+        count() AS event_count
+      FROM ${db}.usage_events
+      GROUP BY project_id, customer_id, feature_slug, day`,
+    ],
+  },
+]
+
+export interface MigrateResult {
+  applied: number[]
+  current: number
+}
+
+/**
+ * Applies the migrations newer than the highest version in schema_migrations,
+ * in order, recording each after its statements ran. Every statement is
+ * IF NOT EXISTS, so a migration interrupted halfway (or two gateways starting
+ * at once) is simply run again; a second migrate() is a no-op.
+ */
+export async function migrate(store: ClickHouseStore, list: readonly Migration[] = migrations): Promise<MigrateResult> {
+  const db = sqlIdent(store.database)
+  await store.exec(
+    `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, name String, applied_at DateTime('UTC')) ` +
+      'ENGINE = MergeTree ORDER BY version',
+  )
+  const done = new Set(
+    (await store.query<{ version: number }>(`SELECT DISTINCT version FROM ${db}.schema_migrations`)).map((r) => Number(r.version)),
+  )
+  const applied: number[] = []
+  for (const m of [...list].sort((a, b) => a.version - b.version)) {
+    if (done.has(m.version)) continue
+    for (const statement of m.statements(db)) await store.exec(statement)
+    await store.insert(`${db}.schema_migrations`, [{ version: m.version, name: m.name, applied_at: dateTimeUtc(Date.now()) }])
+    applied.push(m.version)
+    done.add(m.version)
+  }
+  return { applied, current: Math.max(0, ...done) }
+}
+
+/** The version recorded as applied, 0 for none. */
+export async function currentVersion(store: ClickHouseStore): Promise<number> {
+  const db = sqlIdent(store.database)
+  const rows = await store.query<{ v: number }>(`SELECT max(version) AS v FROM ${db}.schema_migrations`)
+  return Number(rows[0]?.v ?? 0)
+}

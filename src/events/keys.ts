@@ -1,0 +1,29 @@
+import { catalogTag } from '../catalog/keys.js'
+
+/**
+ * Every Redis key of raw-event ingestion, built in one place. Dedup keys carry the project's
+ * catalog hash tag `{cat:<projectId>}` on purpose: the admit script of a batch reads the
+ * customers' access flags (catalog keys) and the dedup hashes of one project in one call, so
+ * all must sit in one Cluster slot.
+ */
+const PREFIX = 'mg:'
+
+/**
+ * The dedup window is kept in hashes: field = the event's idempotencyKey ?? id, value = the
+ * epoch ms its window ends. An event marked at `t` goes to bucket `floor(t / window)`, so one
+ * still in its window at `now` is in bucket `floor(now / window)` or the one before: two
+ * lookups find it. Each bucket is split in DEDUP_SHARDS hashes so that none grows huge (Redis
+ * frees an expired hash in one go).
+ */
+export const DEDUP_SHARDS = 16
+
+export function dedupBucketKey(projectId: string, bucket: number, shard: number): string {
+  return `${PREFIX}${catalogTag(projectId)}:evd:${bucket}:${shard}`
+}
+
+/** The shard of a dedup key (FNV-1a of its UTF-16 units). */
+export function dedupShard(key: string): number {
+  let h = 0x811c9dc5
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193)
+  return (h >>> 0) % DEDUP_SHARDS
+}

@@ -1,0 +1,62 @@
+import { customerKey } from '../catalog/keys.js'
+import { Script, type RedisClient } from '../redis/scripts.js'
+import { dedupBucketKey, dedupShard } from './keys.js'
+
+/** Storage adapter of the dedup window: one script per function, one round trip each. */
+const scripts = {
+  admit: new Script('admitEvents-N'),
+  mark: new Script('markEventsSeen-N'),
+}
+export const eventScripts: readonly Script[] = Object.values(scripts)
+
+const ADMISSIONS = ['new', 'duplicate', 'customer_disabled'] as const
+export type Verdict = (typeof ADMISSIONS)[number]
+
+/**
+ * For events of one project: whether each is new, a duplicate within the window, or from a
+ * disabled customer (lua/admitEvents-N.lua). `key` is the event's idempotencyKey ?? id.
+ * KEYS are built once per customer and per shard, not per event: this runs for every event.
+ */
+export async function admitEvents(redis: RedisClient, projectId: string, events: { customerId: string; key: string | undefined }[], nowMs: number, windowMs: number): Promise<Verdict[]> {
+  const keys: string[] = []
+  const customers = new Map<string, number>()
+  const current: number[] = []
+  const previous: number[] = []
+  const bucket = Math.floor(nowMs / windowMs)
+  const args: (string | number)[] = [nowMs]
+  for (const event of events) {
+    let customer = customers.get(event.customerId)
+    if (customer === undefined) {
+      customer = keys.push(customerKey(projectId, event.customerId))
+      customers.set(event.customerId, customer)
+    }
+    if (event.key === undefined) {
+      args.push(customer, 0, 0, '')
+    } else {
+      const shard = dedupShard(event.key)
+      let now = current[shard]
+      if (now === undefined) {
+        now = current[shard] = keys.push(dedupBucketKey(projectId, bucket, shard))
+        previous[shard] = keys.push(dedupBucketKey(projectId, bucket - 1, shard))
+      }
+      args.push(customer, now, previous[shard]!, event.key)
+    }
+  }
+  const codes = (await scripts.admit.run(redis, keys, args)) as number[]
+  return codes.map((code) => ADMISSIONS[code]!)
+}
+
+/** Remembers the keys as accepted until `nowMs + windowMs` (lua/markEventsSeen-N.lua). */
+export async function markEventsSeen(redis: RedisClient, projectId: string, eventKeys: string[], nowMs: number, windowMs: number): Promise<void> {
+  if (eventKeys.length === 0) return
+  const keys: string[] = []
+  const byShard: number[] = []
+  const bucket = Math.floor(nowMs / windowMs)
+  const args: (string | number)[] = [nowMs + windowMs, 2 * windowMs]
+  for (const key of eventKeys) {
+    const shard = dedupShard(key)
+    const at = byShard[shard] ??= keys.push(dedupBucketKey(projectId, bucket, shard))
+    args.push(at, key)
+  }
+  await scripts.mark.run(redis, keys, args)
+}

@@ -1,0 +1,28 @@
+import type { UsageEvent, UsageEventRow } from './types.js'
+
+const DECIMAL = /^-?[0-9]+(\.[0-9]+)?$/
+
+/**
+ * The value an event counts for: `properties.value` when it is a finite number or a decimal
+ * string ("2.5"), else 1 (the event counts once). Documented in src/events/README.md.
+ */
+export function eventValue(properties: Record<string, unknown> | undefined): number {
+  const value = properties?.value
+  if (typeof value === 'number' && Number.isFinite(value)) return value
+  if (typeof value === 'string' && DECIMAL.test(value)) return Number(value)
+  return 1
+}
+
+/** The raw-events table row of an accepted event. `feature_slug` is '' until the catalog maps events to features. */
+export function toRow(event: UsageEvent): UsageEventRow {
+  return {
+    event_id: event.eventId,
+    project_id: event.projectId,
+    customer_id: event.customerId,
+    event_slug: event.eventSlug,
+    feature_slug: '',
+    value: eventValue(event.properties),
+    properties: event.properties === undefined ? '{}' : JSON.stringify(event.properties),
+    ts_ms: event.timestampMs,
+  }
+}

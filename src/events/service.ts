@@ -1,0 +1,194 @@
+import { hash, randomUUID } from 'node:crypto'
+import { Queue } from 'bullmq'
+import type { Logger } from 'pino'
+import type { Clock } from '../clock.js'
+import { failure, invalid, success, type Issue, type Result } from '../errors.js'
+import { compile } from '../http/validation.js'
+import type { RedisClient } from '../redis/scripts.js'
+import { Batcher } from './batcher.js'
+import { DEFAULT_EVENT_OPTIONS, type EventOptions } from './options.js'
+import { BATCH_JOB, QUEUE_PREFIX, ingestJobOptions } from './queue.js'
+import { admitEvents, markEventsSeen, type Verdict } from './redis.js'
+import { UsageEventInput, type BatchResult } from './schemas.js'
+import type { Admission, IngestJobData, UsageEvent } from './types.js'
+
+/** An event waiting for its group commit. */
+interface Pending {
+  event: UsageEvent
+  /** idempotencyKey ?? id: the dedup key within the project; undefined = never a duplicate. */
+  key: string | undefined
+}
+
+const eventValidator = compile(UsageEventInput)
+
+/**
+ * Raw usage ingestion (src/events/README.md): validates events, and answers once each is in a
+ * BullMQ job in Redis (or was, for a duplicate). Concurrent requests share one job per group
+ * commit: admit (one script per project) → add the job → mark the keys seen → answer.
+ */
+export class EventService {
+  private readonly queue: Queue<IngestJobData>
+  private readonly batcher: Batcher<Pending, Admission>
+  readonly options: EventOptions
+
+  /**
+   * `queueConnection` is the queue's own (as for notifications: BullMQ on the command
+   * connection slows the budget hot path); the service quits it on close.
+   */
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly queueConnection: RedisClient,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    options: Partial<EventOptions> = {},
+  ) {
+    this.options = { ...DEFAULT_EVENT_OPTIONS, ...options }
+    this.queue = new Queue<IngestJobData>(this.options.queueName, { connection: queueConnection, prefix: QUEUE_PREFIX })
+    this.batcher = new Batcher((items) => this.commit(items), this.options.batch)
+  }
+
+  /** Group commits so far and the events in them. */
+  get batchStats(): { batches: number; events: number } {
+    return { batches: this.batcher.batches, events: this.batcher.items }
+  }
+
+  /** POST /v1/usage/record: 400 for a bad event, 403 customer_disabled, else accepted. */
+  async record(projectId: string, input: UsageEventInput): Promise<Result<{ accepted: true }>> {
+    const now = this.clock()
+    const issues = this.check(input, now, '$')
+    if (issues.length > 0) return invalid(issues, 'The event is not valid; nothing was stored.')
+    const admission = await this.batcher.submit(this.pending(projectId, input, now))
+    if (admission === 'customer_disabled') return customerDisabled(input.customerId)
+    return success({ accepted: true })
+  }
+
+  /**
+   * POST /v1/usage/record-batch: each element is validated on its own (schema, then the rules
+   * of `record`); the valid ones go through one group commit together; one result per element.
+   */
+  async recordBatch(projectId: string, inputs: readonly unknown[]): Promise<{ results: BatchResult[] }> {
+    const now = this.clock()
+    const results: BatchResult[] = new Array(inputs.length)
+    const submitted: { index: number; item: Pending }[] = []
+    inputs.forEach((input, index) => {
+      const at = `$.events[${index}]`
+      let issues: Issue[]
+      if (!eventValidator.check(input)) issues = eventValidator.issues(input).map((i) => ({ path: at + i.path.slice(1), message: i.message }))
+      else issues = this.check(input as UsageEventInput, now, at)
+      if (issues.length > 0) {
+        results[index] = { index, accepted: false, error: { code: 'BAD_REQUEST', reason: 'invalid_request', message: 'The event is not valid; it was not stored.', issues } }
+      } else {
+        submitted.push({ index, item: this.pending(projectId, input as UsageEventInput, now) })
+      }
+    })
+    const admissions = await this.batcher.submitMany(submitted.map((s) => s.item))
+    submitted.forEach(({ index, item }, i) => {
+      results[index] = admissions[i] === 'customer_disabled'
+        ? { index, accepted: false, error: { code: 'FORBIDDEN', reason: 'customer_disabled', message: customerDisabled(item.event.customerId).message } }
+        : { index, accepted: true }
+    })
+    return { results }
+  }
+
+  /** Commits what is waiting, then closes the queue and its connection. */
+  async close(): Promise<void> {
+    await this.batcher.drain()
+    await this.queue.close()
+    await this.queueConnection.quit()
+  }
+
+  /** The rules beyond the schema, with JSON paths under `at`. */
+  private check(input: UsageEventInput, now: number, at: string): Issue[] {
+    const issues: Issue[] = []
+    const { timestamp, properties } = input
+    if (timestamp !== undefined) {
+      if (timestamp > now + this.options.futureToleranceMs) {
+        issues.push({ path: `${at}.timestamp`, message: `must be at most ${this.options.futureToleranceMs / 60_000} minutes ahead of the server's time (${now})` })
+      } else if (timestamp < now - this.options.horizonMs) {
+        issues.push({ path: `${at}.timestamp`, message: `must be at most ${this.options.horizonMs / 86_400_000} days old (the ingestion horizon)` })
+      }
+    }
+    if (properties !== undefined) {
+      const bytes = Buffer.byteLength(JSON.stringify(properties))
+      if (bytes > this.options.maxPropertiesBytes) issues.push({ path: `${at}.properties`, message: `is ${bytes} bytes as JSON; at most ${this.options.maxPropertiesBytes}` })
+    }
+    return issues
+  }
+
+  private pending(projectId: string, input: UsageEventInput, now: number): Pending {
+    const event: UsageEvent = {
+      eventId: eventIdOf(projectId, input),
+      projectId,
+      customerId: input.customerId,
+      eventSlug: input.eventSlug,
+      timestampMs: input.timestamp ?? now,
+      receivedMs: now,
+    }
+    if (input.properties !== undefined) event.properties = input.properties
+    return { event, key: input.idempotencyKey ?? input.id }
+  }
+
+  /**
+   * One group commit. The order is what makes "accepted" safe (README): the keys are marked
+   * seen only after the job carrying their events is in Redis, so a crash in between can only
+   * cause a second copy on a retry (dropped by event id in ClickHouse), never a lost event.
+   */
+  private async commit(items: Pending[]): Promise<Admission[]> {
+    const now = this.clock()
+    const byProject = new Map<string, number[]>()
+    items.forEach((item, i) => {
+      const list = byProject.get(item.event.projectId)
+      if (list) list.push(i)
+      else byProject.set(item.event.projectId, [i])
+    })
+    // 1. Admit: one read-only script per project (access flags and dedup window).
+    const verdicts: Verdict[] = new Array(items.length)
+    await Promise.all([...byProject].map(async ([projectId, indexes]) => {
+      const found = await admitEvents(this.redis, projectId, indexes.map((i) => ({ customerId: items[i]!.event.customerId, key: items[i]!.key })), now, this.options.dedupWindowMs)
+      indexes.forEach((i, j) => { verdicts[i] = found[j]! })
+    }))
+    // A key twice in this commit: the first copy goes, the others are its duplicates.
+    const outcomes: Admission[] = new Array(items.length)
+    const events: UsageEvent[] = []
+    const seen = new Set<string>()
+    const newKeys = new Map<string, string[]>()
+    items.forEach((item, i) => {
+      const verdict = verdicts[i]!
+      if (verdict === 'customer_disabled') outcomes[i] = 'customer_disabled'
+      else if (verdict === 'duplicate') outcomes[i] = 'duplicate'
+      else if (item.key !== undefined && seen.has(`${item.event.projectId}\0${item.key}`)) outcomes[i] = 'duplicate'
+      else {
+        outcomes[i] = 'accepted'
+        events.push(item.event)
+        if (item.key !== undefined) {
+          seen.add(`${item.event.projectId}\0${item.key}`)
+          const keys = newKeys.get(item.event.projectId)
+          if (keys) keys.push(item.key)
+          else newKeys.set(item.event.projectId, [item.key])
+        }
+      }
+    })
+    if (events.length === 0) return outcomes
+    // 2. Durable: one job for the whole commit. A failure here fails every request of it (500).
+    await this.queue.add(BATCH_JOB, { v: 1, batchId: randomUUID(), events }, ingestJobOptions(this.options.retry))
+    // 3. Seen: from now on a repeat is a duplicate. A failure costs at most a second copy.
+    await Promise.all([...newKeys].map(([projectId, keys]) => markEventsSeen(this.redis, projectId, keys, now, this.options.dedupWindowMs).catch((err: unknown) => {
+      this.logger.warn({ err, projectId, events: keys.length }, 'events are queued but could not be marked seen; a retry may queue them again')
+    })))
+    return outcomes
+  }
+}
+
+/**
+ * An event's stable id: its `id`; else derived from the project and idempotencyKey (so every
+ * retry has the same one); else a new one (such an event cannot be recognized when retried).
+ */
+export function eventIdOf(projectId: string, input: { id?: string | undefined; idempotencyKey?: string | undefined }): string {
+  if (input.id !== undefined) return input.id
+  if (input.idempotencyKey !== undefined) return 'ik_' + hash('sha256', `${projectId}\0${input.idempotencyKey}`, 'base64url').slice(0, 32)
+  return 'ev_' + randomUUID().replace(/-/g, '')
+}
+
+function customerDisabled(customerId: string) {
+  return failure('forbidden', 'customer_disabled', `Customer ${customerId} is disabled (POST /v1/access/update); its usage is refused.`)
+}

@@ -1,0 +1,54 @@
+/**
+ * A raw usage event as accepted by the gateway and carried in an ingest job. `eventId` is
+ * stable across retries of the same event (its `id`, else derived from the project and the
+ * idempotencyKey), so ClickHouse can drop the copies that reach it twice.
+ */
+export interface UsageEvent {
+  eventId: string
+  projectId: string
+  customerId: string
+  eventSlug: string
+  /** The caller's properties (an object), or absent. */
+  properties?: Record<string, unknown>
+  /** Epoch ms: the event's timestamp, or the time the gateway received it. */
+  timestampMs: number
+  /** Epoch ms the gateway accepted it (for lag figures). */
+  receivedMs: number
+}
+
+/** The body of one ingest job: one group commit of the gateway, any number of projects. */
+export interface IngestJobData {
+  /** Version of this shape. */
+  v: 1
+  /** Unique per group commit and kept on replay: the ClickHouse insert deduplication token. */
+  batchId: string
+  events: UsageEvent[]
+}
+
+/** A row of the raw events table, as the worker hands it to the sink. */
+export interface UsageEventRow {
+  event_id: string
+  project_id: string
+  customer_id: string
+  event_slug: string
+  /** '' until the catalog maps events to features. */
+  feature_slug: string
+  /** `properties.value` when it is a finite number (or a decimal string), else 1. */
+  value: number
+  /** The properties as JSON text ('{}' when absent). */
+  properties: string
+  ts_ms: number
+}
+
+/**
+ * Where the ingest worker writes events: the ClickHouse store (src/clickhouse/) implements it.
+ * `dedupToken` is the same for every retry and replay of one job: a store with insert
+ * deduplication drops a repeated insert, and the table keyed by event id drops the rest.
+ * Must throw unless every row is durably stored.
+ */
+export interface EventSink {
+  insertEvents(rows: UsageEventRow[], dedupToken: string): Promise<void>
+}
+
+/** What became of one submitted event. */
+export type Admission = 'accepted' | 'duplicate' | 'customer_disabled'
