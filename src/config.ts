@@ -7,6 +7,14 @@ export interface Config {
   /** Unset: start a private redis-server child under dataDir. */
   redisUrl: string | undefined
   dataDir: string
+  /** CLICKHOUSE_URL: a ClickHouse server over HTTP; unset → chDB under dataDir (one process per data dir). */
+  clickhouseUrl: string | undefined
+  /** CLICKHOUSE_DATABASE: the database the service's tables live in (created if missing). */
+  clickhouseDatabase: string
+  /** METERING_INGEST_WORKER: run the ingest worker in the gateway's process ('0' turns it off). */
+  ingestWorker: boolean
+  /** METERING_INGEST_CONCURRENCY: ingest jobs processed at the same time per worker. */
+  ingestConcurrency: number
   rootKey: string | undefined
   docsUrl: string
   maxBodyBytes: number
@@ -32,6 +40,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: env.HOST ?? '0.0.0.0',
     redisUrl: env.REDIS_URL || undefined,
     dataDir: resolve(env.METERING_DATA_DIR ?? './data'),
+    clickhouseUrl: env.CLICKHOUSE_URL || undefined,
+    clickhouseDatabase: env.CLICKHOUSE_DATABASE || 'default',
+    ingestWorker: env.METERING_INGEST_WORKER !== '0',
+    ingestConcurrency: Math.max(1, int('METERING_INGEST_CONCURRENCY', 4, env)),
     rootKey: env.METERING_ROOT_KEY || undefined,
     docsUrl: (env.METERING_DOCS_URL ?? 'https://docs.metering.dev').replace(/\/$/, ''),
     maxBodyBytes: int('METERING_MAX_BODY_BYTES', 1024 * 1024, env),

@@ -1,12 +1,17 @@
 import { pathToFileURL } from 'node:url'
 import { pino, type Logger } from 'pino'
+import { AnalyticsService } from './analytics/service.js'
 import { BudgetService } from './budgets/service.js'
 import { budgetScripts } from './budgets/redis.js'
 import { catalogScripts } from './catalog/redis.js'
 import { CatalogService } from './catalog/service.js'
+import { clickHouseEventSink } from './clickhouse/eventSink.js'
+import { migrate } from './clickhouse/migrations.js'
+import { openClickHouse, type ClickHouseStore } from './clickhouse/store.js'
 import { systemClock, type Clock } from './clock.js'
 import { loadConfig, type Config } from './config.js'
 import { loadEventOptions, type EventOptions } from './events/options.js'
+import { DEAD_LETTER_QUEUE, INGEST_QUEUE } from './events/queue.js'
 import { eventScripts } from './events/redis.js'
 import { EventService } from './events/service.js'
 import { createHttpApp, listen } from './http/app.js'
@@ -21,12 +26,15 @@ import { startEmbeddedRedis } from './redis/local.js'
 import { loadLibrary, type RedisClient } from './redis/scripts.js'
 import type { Services } from './services.js'
 import { startHoldExpiry, sweepExpiredHolds } from '../workers/holdExpiry.js'
+import { startIngestWorker, type IngestWorker } from '../workers/ingest.js'
 
 export interface Gateway {
   port: number
   redis: RedisClient
   services: Services
   logger: Logger
+  /** The usage history (undefined when started with `clickhouse: 'off'`). */
+  clickhouse: ClickHouseStore | undefined
   /** One sweep of expired holds now (tests call it with a moved clock). */
   sweep(): ReturnType<typeof sweepExpiredHolds>
   close(): Promise<void>
@@ -38,14 +46,49 @@ export function createLogger(config: Pick<Config, 'logLevel' | 'prettyLogs'>): L
     : pino({ level: config.logLevel })
 }
 
+export interface GatewayOverrides {
+  clock?: Clock
+  logger?: Logger
+  events?: Partial<EventOptions>
+  /**
+   * 'off': no ClickHouse store and no ingest worker (analytics answer from no data; accepted
+   * events wait in Redis). For tests that do not need the history; default 'on'.
+   */
+  clickhouse?: 'on' | 'off'
+}
+
+/** Opens the ClickHouse store of the config and applies its migrations. */
+export async function openHistory(config: Pick<Config, 'clickhouseUrl' | 'dataDir' | 'clickhouseDatabase'>): Promise<ClickHouseStore> {
+  const store = await openClickHouse({ url: config.clickhouseUrl, dataDir: config.dataDir, database: config.clickhouseDatabase })
+  try {
+    await migrate(store)
+  } catch (err) {
+    await store.close().catch(() => {})
+    throw err
+  }
+  return store
+}
+
 /**
  * Starts the gateway: Redis (the given URL, or a private redis-server child with AOF under the
- * data directory), the domain services, the uWS app and the background sweep of expired holds.
+ * data directory), the ClickHouse store (CLICKHOUSE_URL, or chDB in a child process under the
+ * data directory; migrated on start), the domain services, the uWS app, the background sweep of
+ * expired holds and (unless METERING_INGEST_WORKER=0) the ingest worker that drains accepted
+ * usage events into ClickHouse.
  */
-export async function startGateway(config: Config, overrides: { clock?: Clock; logger?: Logger; events?: Partial<EventOptions> } = {}): Promise<Gateway> {
+export async function startGateway(config: Config, overrides: GatewayOverrides = {}): Promise<Gateway> {
   const clock = overrides.clock ?? systemClock
   const logger = overrides.logger ?? createLogger(config)
-  const embedded = config.redisUrl ? undefined : await startEmbeddedRedis(config.dataDir)
+  // The store opens (and migrates) while Redis starts.
+  const clickhouseP = overrides.clickhouse === 'off' ? Promise.resolve(undefined) : openHistory(config)
+  clickhouseP.catch(() => {}) // awaited below; a failure of Redis first must not leave it unhandled
+  let embedded: Awaited<ReturnType<typeof startEmbeddedRedis>> | undefined
+  try {
+    embedded = config.redisUrl ? undefined : await startEmbeddedRedis(config.dataDir)
+  } catch (err) {
+    await clickhouseP.then((store) => store?.close(), () => {})
+    throw err
+  }
   if (embedded) logger.info({ url: embedded.url, dir: embedded.dir }, 'started embedded redis-server (AOF)')
   const redis = connectRedis(config.redisUrl ?? embedded!.url)
   await loadLibrary(redis)
@@ -58,10 +101,23 @@ export async function startGateway(config: Config, overrides: { clock?: Clock; l
     onCrossed: (projectId, budgetKey, crossed) => notifications.limitCrossed({ projectId, budgetKey, crossed, at: clock() }),
   })
   const catalog = new CatalogService(redis, clock, budgets)
-  // Ingestion answers once events are queued; the ingest worker (workers/ingest.ts) is not
-  // started here until the ClickHouse sink exists, so jobs wait in Redis.
-  const events = new EventService(redis, redis.duplicate(), clock, logger, { ...loadEventOptions(), ...overrides.events })
-  const services: Services = { budgets, catalog, keys, events }
+  // Ingestion answers once events are queued; the ingest worker drains them into ClickHouse.
+  const eventOptions = { ...loadEventOptions(), ...overrides.events }
+  const events = new EventService(redis, redis.duplicate(), clock, logger, eventOptions)
+  let clickhouse: ClickHouseStore | undefined
+  try {
+    clickhouse = await clickhouseP
+  } catch (err) {
+    await events.close().catch(() => {})
+    await keys.close().catch(() => {})
+    await notifications.close().catch(() => {})
+    await redis.quit().catch(() => {})
+    await embedded?.stop()
+    throw err
+  }
+  if (clickhouse) logger.info({ kind: clickhouse.kind, database: clickhouse.database }, 'clickhouse store migrated')
+  const analytics = new AnalyticsService(clickhouse, clock, catalog)
+  const services: Services = { analytics, budgets, catalog, keys, events }
   const rateLimiter = config.rateLimit ? new RateLimiter(redis, clock, config.rateLimit) : undefined
 
   const app = createHttpApp({
@@ -79,6 +135,23 @@ export async function startGateway(config: Config, overrides: { clock?: Clock; l
   const stopSweep = config.sweepIntervalMs > 0
     ? startHoldExpiry(redis, budgets, config.sweepIntervalMs, (err) => logger.error({ err }, 'hold expiry sweep failed'))
     : () => {}
+  let ingest: { worker: IngestWorker; connection: RedisClient } | undefined
+  if (clickhouse && config.ingestWorker) {
+    const connection = connectRedis(config.redisUrl ?? embedded!.url, 'metering-ingest', { blocking: true })
+    const ingestQueue = eventOptions.queueName
+    ingest = {
+      connection,
+      worker: startIngestWorker({
+        connection,
+        sink: clickHouseEventSink(clickhouse),
+        logger,
+        concurrency: config.ingestConcurrency,
+        ingestQueue,
+        deadLetterQueue: ingestQueue === INGEST_QUEUE ? DEAD_LETTER_QUEUE : `${ingestQueue}-dlq`,
+      }),
+    }
+    logger.info({ queue: ingestQueue, store: clickhouse.kind, concurrency: config.ingestConcurrency }, 'ingest worker running in-process')
+  }
   if (!config.rootKey) logger.warn('METERING_ROOT_KEY is not set: create projects with `npm run cli -- project create`')
   ready = true
   logger.info({ port: server.port }, 'metering gateway listening')
@@ -88,12 +161,18 @@ export async function startGateway(config: Config, overrides: { clock?: Clock; l
     redis,
     services,
     logger,
+    clickhouse,
     sweep: () => sweepExpiredHolds(redis, budgets),
     async close() {
       ready = false
       stopSweep()
       server.close()
       await events.close()
+      if (ingest) {
+        await ingest.worker.close()
+        await ingest.connection.quit()
+      }
+      await clickhouse?.close()
       await keys.close()
       await notifications.close()
       await redis.quit()

@@ -1,3 +1,4 @@
+import type { AnalyticsService } from './analytics/service.js'
 import type { BudgetService } from './budgets/service.js'
 import type { CatalogService } from './catalog/service.js'
 import type { EventService } from './events/service.js'
@@ -5,6 +6,7 @@ import type { KeyService } from './keys/service.js'
 
 /** The domain services a route handler may call. */
 export interface Services {
+  analytics: AnalyticsService
   budgets: BudgetService
   catalog: CatalogService
   events: EventService

@@ -13,14 +13,18 @@ export function eventValue(properties: Record<string, unknown> | undefined): num
   return 1
 }
 
-/** The raw-events table row of an accepted event. `feature_slug` is '' until the catalog maps events to features. */
+/**
+ * The raw-events table row of an accepted event. `feature_slug` is the event slug until the
+ * catalog maps events to features: the catalog's default meter of a feature counts the events
+ * whose slug is the feature's (`meterConfig.eventSlug` defaults to the feature slug).
+ */
 export function toRow(event: UsageEvent): UsageEventRow {
   return {
     event_id: event.eventId,
     project_id: event.projectId,
     customer_id: event.customerId,
     event_slug: event.eventSlug,
-    feature_slug: '',
+    feature_slug: event.eventSlug,
     value: eventValue(event.properties),
     properties: event.properties === undefined ? '{}' : JSON.stringify(event.properties),
     ts_ms: event.timestampMs,

@@ -31,7 +31,7 @@ export interface UsageEventRow {
   project_id: string
   customer_id: string
   event_slug: string
-  /** '' until the catalog maps events to features. */
+  /** The event slug until the catalog maps events to features (src/events/rows.ts). */
   feature_slug: string
   /** `properties.value` when it is a finite number (or a decimal string), else 1. */
   value: number

@@ -45,6 +45,8 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'access.update': (ctx) => ({ customerId: ctx.customerId, updates: { customerUsageLimitReached: true } }),
   'usage.record': (ctx) => ({ customerId: ctx.customerId, eventSlug: 'common.call', idempotencyKey: 'common-usage', properties: { value: 2 } }),
   'usage.recordBatch': (ctx) => ({ events: [{ customerId: ctx.customerId, eventSlug: 'common.call', id: 'common-batch-1' }] }),
+  'analytics.usage.get': (ctx) => ({ range: '7d', customer_id: ctx.customerId }),
+  'analytics.usage.forecast': (ctx) => ({ customer_id: ctx.customerId, feature_slug: 'common.call', horizon_days: 7 }),
 }
 
 /** Path parameters each parameterized route accepts in the helper's context (by operationId). */

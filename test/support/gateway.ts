@@ -3,6 +3,7 @@ import { pino } from 'pino'
 import { inject } from 'vitest'
 import { manualClock } from '../../src/clock.js'
 import { loadConfig, type Config } from '../../src/config.js'
+import type { EventOptions } from '../../src/events/options.js'
 import { startGateway, type Gateway } from '../../src/main.js'
 
 export const ROOT_KEY = 'test-root-key-0123456789'
@@ -17,7 +18,19 @@ export interface TestGateway extends Gateway {
   project(): Promise<{ projectId: string; apiKey: string; keyId: string }>
 }
 
-export async function startTestGateway(overrides: Partial<Config> = {}, startMs = Date.UTC(2025, 0, 15, 12, 0, 0)): Promise<TestGateway> {
+export interface TestGatewayOptions extends Partial<Config> {
+  /**
+   * 'off' (default): no ClickHouse store and no ingest worker, so suites that do not need the
+   * history fork no chDB child. 'on': the config's store (give `clickhouseUrl` and a throwaway
+   * `clickhouseDatabase`) and, unless `ingestWorker: false`, the in-process ingest worker.
+   */
+  clickhouse?: 'on' | 'off'
+  /** Ingestion options (e.g. a queue of the test's own: other suites share the test Redis). */
+  events?: Partial<EventOptions>
+}
+
+export async function startTestGateway(options: TestGatewayOptions = {}, startMs = Date.UTC(2025, 0, 15, 12, 0, 0)): Promise<TestGateway> {
+  const { clickhouse = 'off', events, ...overrides } = options
   const clock = manualClock(startMs)
   const config: Config = {
     ...loadConfig({}),
@@ -30,7 +43,7 @@ export async function startTestGateway(overrides: Partial<Config> = {}, startMs 
     prettyLogs: false,
     ...overrides,
   }
-  const gateway = await startGateway(config, { clock, logger: pino({ level: 'silent' }) })
+  const gateway = await startGateway(config, { clock, logger: pino({ level: 'silent' }), clickhouse, ...(events ? { events } : {}) })
   const url = `http://127.0.0.1:${gateway.port}`
   const call = async (method: string, path: string, body: unknown, key?: string, headers: Record<string, string> = {}) => {
     const init: RequestInit = { method, headers: { ...headers } }

@@ -1,6 +1,8 @@
 import type { AnyRoute } from '../route.js'
 import { listEntitlements } from './access/listEntitlements.js'
 import { updateAccess } from './access/update.js'
+import { forecastUsage } from './analytics/usageForecast.js'
+import { getUsage } from './analytics/usageGet.js'
 import { authorizeHold } from './budgets/authorize.js'
 import { chargeBudget } from './budgets/charge.js'
 import { getBudget } from './budgets/get.js'
@@ -28,4 +30,5 @@ export const routes = [
   applyConfig, listFeatures, listPlansVersions, listPlanVersions, getPlanVersion,
   listEntitlements, getEntitlements, getSubscription, updateAccess,
   recordEvent, recordEventBatch,
+  getUsage, forecastUsage,
 ] as unknown as readonly AnyRoute[]

@@ -1,0 +1,109 @@
+import { FOREVER_MS, cycleAt } from '../catalog/cycles.js'
+import type { CatalogService } from '../catalog/service.js'
+import type { ClickHouseStore } from '../clickhouse/store.js'
+import type { Clock } from '../clock.js'
+import { failure, success, type Failure, type Result } from '../errors.js'
+import { dailyUsageOfFeature, hourlyUsageByFeature, rawUsageByFeature, type FeatureUsage } from './clickhouse.js'
+import { accumulateDaily, forecastUsage, forecastWindow, type ForecastLimit } from './forecast.js'
+import { horizonDaysOf, type UsageForecastRequest, type UsageForecastResponse, type UsageGetRequest, type UsageGetResponse } from './schemas.js'
+import { shapeUsageRows, usageWindow } from './usage.js'
+
+const HOUR_MS = 3_600_000
+
+/**
+ * POST /v1/analytics/usage/get and /forecast: reads the aggregates from ClickHouse and hands them
+ * to the pure functions of this folder (README.md). Without a store (a gateway started without
+ * ClickHouse, as most tests do) every read is empty: no usage, a forecast without data.
+ */
+export class AnalyticsService {
+  constructor(
+    private readonly store: ClickHouseStore | undefined,
+    private readonly clock: Clock,
+    private readonly catalog: CatalogService,
+  ) {}
+
+  /**
+   * Per-feature usage of a customer with `from ≤ ts_ms < to`, exact to the millisecond: whole
+   * hours from the hourly aggregates, the partial hours at both ends from the raw events.
+   */
+  private async usageBetween(projectId: string, customerId: string, from: number, to: number): Promise<FeatureUsage[]> {
+    if (!this.store || to <= from) return []
+    const q = { projectId, customerId }
+    const firstHour = Math.ceil(from / HOUR_MS) * HOUR_MS
+    const lastHour = Math.max(firstHour, Math.floor(to / HOUR_MS) * HOUR_MS)
+    const parts = await Promise.all([
+      hourlyUsageByFeature(this.store, { ...q, fromMs: Math.min(firstHour, lastHour), toMs: lastHour }),
+      rawUsageByFeature(this.store, { ...q, fromMs: from, toMs: Math.min(firstHour, to) }),
+      rawUsageByFeature(this.store, { ...q, fromMs: Math.max(lastHour, from), toMs: to }),
+    ])
+    return parts.flat()
+  }
+
+  /**
+   * The customer's entitlement limit for a usage feature, when the catalog gives one: the units
+   * of the entitlement's grants in effect now (its subscription grant is the plan feature's
+   * `limit`), counted over the current reset period (the plan feature's resetConfig, laid from
+   * the entitlement's start in the subscription's time zone), with the usage of that period so
+   * far as `used`. None for a feature without a finite limit or without an entitlement.
+   */
+  private async entitlementLimit(projectId: string, customerId: string, featureSlug: string, now: number): Promise<ForecastLimit | undefined> {
+    const entitlements = await this.catalog.listEntitlements(projectId, customerId)
+    if (!entitlements.ok) return undefined
+    const e = entitlements.value.find((x) => x.featurePlanVersion.feature.slug === featureSlug && x.featurePlanVersion.featureType === 'usage')
+    if (!e) return undefined
+    const grants = e.grants ?? []
+    const amount = grants.length > 0 ? grants.reduce((sum, g) => sum + g.allowanceUnits, 0) : e.featurePlanVersion.limit
+    if (!Number.isFinite(amount) || amount >= Number.MAX_SAFE_INTEGER) return undefined
+    const subscription = e.subscriptionId === null ? undefined : await this.catalog.getSubscription(projectId, customerId)
+    const zone = subscription?.ok ? subscription.value.timezone : 'UTC'
+    const reset = e.featurePlanVersion.resetConfig
+    const cycle = cycleAt(now, e.effectiveAt, e.expiresAt, { interval: reset.resetInterval, count: reset.resetIntervalCount, anchor: reset.resetAnchor }, zone)
+    const used = (await this.usageBetween(projectId, customerId, cycle.start, now))
+      .filter((row) => row.feature_slug === featureSlug)
+      .reduce((sum, row) => sum + Number(row.usage), 0)
+    return { kind: 'entitlement', id: e.id, amount, used, window: reset.resetInterval, resetsAt: cycle.end >= FOREVER_MS ? null : cycle.end }
+  }
+
+  /**
+   * Usage per feature over `[now − range, now)` (usageBetween). Spending is zero (USD) until
+   * usage is priced from the customer's plan.
+   */
+  async usage(projectId: string, body: UsageGetRequest): Promise<Result<UsageGetResponse>> {
+    const refused = otherProject(body.project_id, projectId)
+    if (refused) return refused
+    const { from, to } = usageWindow(body.range, this.clock())
+    const rows = await this.usageBetween(projectId, body.customer_id, from, to)
+    return success({ usage: shapeUsageRows({ projectId, customerId: body.customer_id, rows }) })
+  }
+
+  /**
+   * The forecast of DESIGN.md over the 14 UTC days before today: the daily aggregates of the
+   * feature, accumulated into the cumulative series (days between two days with usage count as
+   * zero-usage days), then forecastUsage(), with the customer's entitlement limit for the feature
+   * when there is one (entitlementLimit), so the answer says when it runs out.
+   */
+  async forecast(projectId: string, body: UsageForecastRequest): Promise<Result<UsageForecastResponse>> {
+    const now = this.clock()
+    const { from, to } = forecastWindow(now)
+    const days = this.store
+      ? await dailyUsageOfFeature(this.store, { projectId, customerId: body.customer_id, featureSlug: body.feature_slug, fromMs: from, toMs: to })
+      : []
+    const dailyCumulative = accumulateDaily(days.map((d) => ({ dayStartMs: Date.parse(`${d.day}T00:00:00Z`), usage: Number(d.usage) })))
+    const limit = await this.entitlementLimit(projectId, body.customer_id, body.feature_slug, now)
+    const result = forecastUsage({
+      dailyCumulative,
+      now,
+      horizonDays: horizonDaysOf(body),
+      featureSlug: body.feature_slug,
+      ...(body.period_key === undefined ? {} : { periodKey: body.period_key }),
+      ...(limit ? { limit } : {}),
+    })
+    return success({ ...result, project_id: projectId, customer_id: body.customer_id, feature_slug: body.feature_slug })
+  }
+}
+
+/** The body's project_id, when it names another project than the key's: 403 (main projects do not exist yet). */
+function otherProject(named: string | undefined, projectId: string): Failure | undefined {
+  if (named === undefined || named === projectId) return undefined
+  return failure('forbidden', 'other_project', `The body names project ${named}; this key belongs to another project.`)
+}
