@@ -218,6 +218,8 @@ async function oursLegs(c: LegContext, ids: readonly LegId[]): Promise<LegResult
       METERING_ROOT_KEY: rootKey,
       METERING_DATA_DIR: path.join(c.tmp, 'gateway'),
       LOG_LEVEL: 'warn',
+      // The budget hot path alone: no ingest worker polling the same Redis.
+      METERING_INGEST_WORKER: '0',
     });
     await waitForHttp200(server, `${url}/healthz`);
     const apiKey = await setUpBudgets(url, rootKey, c.opts.budgets);
