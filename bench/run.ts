@@ -13,7 +13,10 @@ const SCENARIOS: Record<string, { about: string; run: (o: BenchOptions) => Promi
     about: 'authorize (+settle) through the gateway vs a uWS hello-world vs Fastify+rate-limiter-flexible',
     run: async (o) => (await import('./authorize.js')).runAuthorize(o),
   },
-  // ingest: to come.
+  ingest: {
+    about: 'usage events: accepted/s (record, record-batch), drained/s into ClickHouse, lag p99, vs BullMQ add and ClickHouse insert',
+    run: async (o) => (await import('./ingest.js')).runIngest(o),
+  },
 };
 
 function usage(): string {
@@ -21,6 +24,26 @@ function usage(): string {
     .map(([name, s]) => `  ${name.padEnd(10)} ${s.about}`)
     .join('\n');
   return `usage: npm run bench -- <scenario> [options]\n\nscenarios:\n${list}\n\n${OPTIONS_HELP}`;
+}
+
+/** Moves `--store`, `--batch-size`, `--batch-connections` into STORE, BATCH_SIZE, BATCH_CONNECTIONS; returns the rest. */
+function ingestFlags(argv: string[]): string[] {
+  const map: Record<string, string> = { '--store': 'STORE', '--batch-size': 'BATCH_SIZE', '--batch-connections': 'BATCH_CONNECTIONS' };
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const eq = a.indexOf('=');
+    const flag = eq > 0 ? a.slice(0, eq) : a;
+    const env = map[flag];
+    if (!env) {
+      rest.push(a);
+      continue;
+    }
+    const v = eq > 0 ? a.slice(eq + 1) : argv[++i];
+    if (v === undefined) throw new Error(`missing value for ${flag}`);
+    process.env[env] = v;
+  }
+  return rest;
 }
 
 async function main(): Promise<number> {
@@ -36,6 +59,8 @@ async function main(): Promise<number> {
   }
   let opts: BenchOptions;
   try {
+    // The ingest scenario's own flags go through the environment (see bench/README.md).
+    if (name === 'ingest') rest.splice(0, rest.length, ...ingestFlags(rest));
     opts = parseOptions(rest);
   } catch (err) {
     console.error(`${(err as Error).message}\n\n${usage()}`);
