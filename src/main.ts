@@ -19,7 +19,10 @@ import { Metrics } from './http/metrics.js'
 import { buildOpenApi } from './http/openapi.js'
 import { routes } from './http/routes/index.js'
 import { KeyService } from './keys/service.js'
+import { LimitChecker } from './notifications/limits.js'
+import { loadNotificationOptions, type NotificationOptions } from './notifications/options.js'
 import { Notifications } from './notifications/queue.js'
+import { WebhookService } from './notifications/webhooks.js'
 import { RateLimiter } from './ratelimit/limiter.js'
 import { connectRedis } from './redis/connection.js'
 import { startEmbeddedRedis } from './redis/local.js'
@@ -27,6 +30,7 @@ import { loadLibrary, type RedisClient } from './redis/scripts.js'
 import type { Services } from './services.js'
 import { startHoldExpiry, sweepExpiredHolds } from '../workers/holdExpiry.js'
 import { startIngestWorker, type IngestWorker } from '../workers/ingest.js'
+import { startNotificationWorker, type NotificationWorker } from '../workers/notifications.js'
 
 export interface Gateway {
   port: number
@@ -55,6 +59,8 @@ export interface GatewayOverrides {
    * events wait in Redis). For tests that do not need the history; default 'on'.
    */
   clickhouse?: 'on' | 'off'
+  /** Notification queues and webhook delivery (defaults from the environment, src/notifications/options.ts). */
+  notifications?: Partial<NotificationOptions>
 }
 
 /** Opens the ClickHouse store of the config and applies its migrations. */
@@ -74,7 +80,9 @@ export async function openHistory(config: Pick<Config, 'clickhouseUrl' | 'dataDi
  * data directory), the ClickHouse store (CLICKHOUSE_URL, or chDB in a child process under the
  * data directory; migrated on start), the domain services, the uWS app, the background sweep of
  * expired holds and (unless METERING_INGEST_WORKER=0) the ingest worker that drains accepted
- * usage events into ClickHouse.
+ * usage events into ClickHouse and checks entitlement limits after each batch (limit.reached),
+ * and (unless METERING_NOTIFICATIONS_WORKER=0) the notification worker that delivers
+ * notifications to the projects' webhooks.
  */
 export async function startGateway(config: Config, overrides: GatewayOverrides = {}): Promise<Gateway> {
   const clock = overrides.clock ?? systemClock
@@ -94,7 +102,9 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
   await loadLibrary(redis)
   let ready = false
 
-  const notifications = new Notifications(redis.duplicate(), logger)
+  const notificationOptions = { ...loadNotificationOptions(), ...overrides.notifications }
+  const notifications = new Notifications(redis.duplicate(), logger, notificationOptions.queueName)
+  const webhooks = new WebhookService(redis, clock)
   const keys = new KeyService(redis, clock, config.rootKey)
   await keys.listen()
   const budgets = new BudgetService(redis, clock, {
@@ -117,7 +127,8 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
   }
   if (clickhouse) logger.info({ kind: clickhouse.kind, database: clickhouse.database }, 'clickhouse store migrated')
   const analytics = new AnalyticsService(clickhouse, clock, catalog)
-  const services: Services = { analytics, budgets, catalog, keys, events }
+  const services: Services = { analytics, budgets, catalog, keys, events, webhooks }
+  const limits = new LimitChecker({ redis, analytics, queue: (event) => notifications.limitReached(event), clock, logger })
   const rateLimiter = config.rateLimit ? new RateLimiter(redis, clock, config.rateLimit) : undefined
 
   const app = createHttpApp({
@@ -148,9 +159,16 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
         concurrency: config.ingestConcurrency,
         ingestQueue,
         deadLetterQueue: ingestQueue === INGEST_QUEUE ? DEAD_LETTER_QUEUE : `${ingestQueue}-dlq`,
+        afterInsert: (rows) => limits.afterInsert(rows),
       }),
     }
     logger.info({ queue: ingestQueue, store: clickhouse.kind, concurrency: config.ingestConcurrency }, 'ingest worker running in-process')
+  }
+  let delivery: { worker: NotificationWorker; connection: RedisClient } | undefined
+  if (notificationOptions.worker) {
+    const connection = connectRedis(config.redisUrl ?? embedded!.url, 'metering-notifications', { blocking: true })
+    delivery = { connection, worker: startNotificationWorker({ connection, webhooks, clock, logger, options: notificationOptions }) }
+    logger.info({ queue: notificationOptions.queueName, deliveries: notificationOptions.deliveryQueueName }, 'notification worker running in-process')
   }
   if (!config.rootKey) logger.warn('METERING_ROOT_KEY is not set: create projects with `npm run cli -- project create`')
   ready = true
@@ -171,6 +189,10 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
       if (ingest) {
         await ingest.worker.close()
         await ingest.connection.quit()
+      }
+      if (delivery) {
+        await delivery.worker.close()
+        await delivery.connection.quit()
       }
       await clickhouse?.close()
       await keys.close()

@@ -3,6 +3,7 @@ import type { BudgetService } from './budgets/service.js'
 import type { CatalogService } from './catalog/service.js'
 import type { EventService } from './events/service.js'
 import type { KeyService } from './keys/service.js'
+import type { WebhookService } from './notifications/webhooks.js'
 
 /** The domain services a route handler may call. */
 export interface Services {
@@ -11,4 +12,5 @@ export interface Services {
   catalog: CatalogService
   events: EventService
   keys: KeyService
+  webhooks: WebhookService
 }

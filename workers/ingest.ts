@@ -3,7 +3,7 @@ import type { Logger } from 'pino'
 import type { DeadLetterData } from '../src/events/deadLetters.js'
 import { BATCH_JOB, DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX } from '../src/events/queue.js'
 import { toRow } from '../src/events/rows.js'
-import type { EventSink, IngestJobData } from '../src/events/types.js'
+import type { EventSink, IngestJobData, UsageEventRow } from '../src/events/types.js'
 import type { RedisClient } from '../src/redis/scripts.js'
 
 export interface IngestWorkerOptions {
@@ -16,6 +16,11 @@ export interface IngestWorkerOptions {
   /** Queue names; tests use their own. */
   ingestQueue?: string
   deadLetterQueue?: string
+  /**
+   * Runs after a batch is inserted, with its rows: the limit check of limit.reached
+   * (src/notifications/limits.ts). A throw is logged; the batch stays inserted and completed.
+   */
+  afterInsert?: (rows: UsageEventRow[]) => Promise<unknown>
 }
 
 export interface IngestWorker {
@@ -37,7 +42,11 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
   const processJob = async (job: Job<IngestJobData>): Promise<{ rows: number; deadLettered?: true }> => {
     const { batchId, events } = job.data
     try {
-      await sink.insertEvents(events.map(toRow), batchId)
+      const rows = events.map(toRow)
+      await sink.insertEvents(rows, batchId)
+      if (options.afterInsert) {
+        await options.afterInsert(rows).catch((err: unknown) => logger.error({ err, jobId: job.id, batchId }, 'the check after an inserted batch failed'))
+      }
       return { rows: events.length }
     } catch (error) {
       const attempts = job.opts.attempts ?? 1

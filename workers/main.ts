@@ -1,21 +1,27 @@
-import { Worker } from 'bullmq'
+import { AnalyticsService } from '../src/analytics/service.js'
 import { BudgetService } from '../src/budgets/service.js'
+import { CatalogService } from '../src/catalog/service.js'
 import { systemClock } from '../src/clock.js'
 import { loadConfig } from '../src/config.js'
 import { clickHouseEventSink } from '../src/clickhouse/eventSink.js'
 import { createLogger, openHistory } from '../src/main.js'
-import { NOTIFICATIONS_QUEUE, QUEUE_PREFIX, type LimitCrossed } from '../src/notifications/queue.js'
+import { LimitChecker } from '../src/notifications/limits.js'
+import { loadNotificationOptions } from '../src/notifications/options.js'
+import { Notifications } from '../src/notifications/queue.js'
+import { WebhookService } from '../src/notifications/webhooks.js'
 import { connectRedis } from '../src/redis/connection.js'
+import { loadLibrary } from '../src/redis/scripts.js'
 import { startHoldExpiry } from './holdExpiry.js'
 import { startIngestWorker } from './ingest.js'
+import { startNotificationWorker } from './notifications.js'
 
 /**
  * `npm run worker`: the background work, runnable apart from the gateway for scale-out.
  * It sweeps expired holds, drains accepted usage events into ClickHouse (the ingest worker of
- * workers/ingest.ts) and consumes the notifications queue (delivery over webhooks comes with the
- * ingestion issue; until then notifications are logged). It needs REDIS_URL and CLICKHOUSE_URL:
- * the embedded Redis and chDB data directories belong to the gateway's process (chDB allows one
- * process per data directory).
+ * workers/ingest.ts) checking entitlement limits after each batch (limit.reached), and
+ * delivers notifications to the projects' webhooks (workers/notifications.ts). It needs
+ * REDIS_URL and CLICKHOUSE_URL: the embedded Redis and chDB data directories belong to the
+ * gateway's process (chDB allows one process per data directory).
  */
 const config = loadConfig()
 const logger = createLogger(config)
@@ -29,22 +35,33 @@ if (!config.clickhouseUrl) {
 }
 const store = await openHistory(config)
 const redis = connectRedis(config.redisUrl, 'metering-worker')
+await loadLibrary(redis)
+const notificationOptions = loadNotificationOptions()
+const notifications = new Notifications(redis.duplicate(), logger, notificationOptions.queueName)
+const budgets = new BudgetService(redis, systemClock, {
+  onCrossed: (projectId, budgetKey, crossed) => notifications.limitCrossed({ projectId, budgetKey, crossed, at: systemClock() }),
+})
+const catalog = new CatalogService(redis, systemClock, budgets)
+const analytics = new AnalyticsService(store, systemClock, catalog)
+const limits = new LimitChecker({ redis, analytics, queue: (event) => notifications.limitReached(event), clock: systemClock, logger })
 const ingestConnection = connectRedis(config.redisUrl, 'metering-ingest', { blocking: true })
-const ingest = startIngestWorker({ connection: ingestConnection, sink: clickHouseEventSink(store), logger, concurrency: config.ingestConcurrency })
-const budgets = new BudgetService(redis, systemClock)
+const ingest = startIngestWorker({
+  connection: ingestConnection, sink: clickHouseEventSink(store), logger, concurrency: config.ingestConcurrency,
+  afterInsert: (rows) => limits.afterInsert(rows),
+})
 const stopSweep = startHoldExpiry(redis, budgets, config.sweepIntervalMs || 5000, (err) => logger.error({ err }, 'hold expiry sweep failed'))
-const notifications = new Worker<LimitCrossed>(
-  NOTIFICATIONS_QUEUE,
-  async (job) => { logger.info({ notification: job.data }, job.data.type) },
-  { connection: connectRedis(config.redisUrl, 'metering-notifications', { blocking: true }), prefix: QUEUE_PREFIX },
-)
-logger.info({ clickhouse: store.kind, database: store.database, concurrency: config.ingestConcurrency }, 'metering worker running (hold expiry, ingest into ClickHouse, notifications)')
+const webhooks = new WebhookService(redis, systemClock)
+const deliveryConnection = connectRedis(config.redisUrl, 'metering-notifications', { blocking: true })
+const delivery = startNotificationWorker({ connection: deliveryConnection, webhooks, clock: systemClock, logger, options: notificationOptions })
+logger.info({ clickhouse: store.kind, database: store.database, concurrency: config.ingestConcurrency }, 'metering worker running (hold expiry, ingest into ClickHouse, limit checks, webhook delivery)')
 
 const stop = async () => {
   stopSweep()
   await ingest.close()
   await ingestConnection.quit()
   await store.close()
+  await delivery.close()
+  await deliveryConnection.quit()
   await notifications.close()
   await redis.quit()
   process.exit(0)

@@ -10,6 +10,9 @@ import { shapeUsageRows, usageWindow } from './usage.js'
 
 const HOUR_MS = 3_600_000
 
+/** A customer's entitlement limit for a feature in the period holding `now`, with the period's usage so far. */
+export type EntitlementLimit = ForecastLimit & { kind: 'entitlement'; id: string; amount: number; used: number; window: string; resetsAt: number | null }
+
 /**
  * POST /v1/analytics/usage/get and /forecast: reads the aggregates from ClickHouse and hands them
  * to the pure functions of this folder (README.md). Without a store (a gateway started without
@@ -45,8 +48,9 @@ export class AnalyticsService {
    * `limit`), counted over the current reset period (the plan feature's resetConfig, laid from
    * the entitlement's start in the subscription's time zone), with the usage of that period so
    * far as `used`. None for a feature without a finite limit or without an entitlement.
+   * Also the limit check of limit.reached notifications (src/notifications/limits.ts).
    */
-  private async entitlementLimit(projectId: string, customerId: string, featureSlug: string, now: number): Promise<ForecastLimit | undefined> {
+  async entitlementLimit(projectId: string, customerId: string, featureSlug: string, now: number): Promise<EntitlementLimit | undefined> {
     const entitlements = await this.catalog.listEntitlements(projectId, customerId)
     if (!entitlements.ok) return undefined
     const e = entitlements.value.find((x) => x.featurePlanVersion.feature.slug === featureSlug && x.featurePlanVersion.featureType === 'usage')

@@ -47,6 +47,10 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'usage.recordBatch': (ctx) => ({ events: [{ customerId: ctx.customerId, eventSlug: 'common.call', id: 'common-batch-1' }] }),
   'analytics.usage.get': (ctx) => ({ range: '7d', customer_id: ctx.customerId }),
   'analytics.usage.forecast': (ctx) => ({ customer_id: ctx.customerId, feature_slug: 'common.call', horizon_days: 7 }),
+  'webhooks.upsert': () => ({ url: 'http://127.0.0.1:9/common-hook', id: 'common-hook', events: ['limit.reached'] }),
+  'webhooks.list': () => ({ event: 'limit.reached' }),
+  'webhooks.delete': () => ({ id: 'common-hook' }),
+  'webhooks.failures.list': () => ({ limit: 10 }),
 }
 
 /** Path parameters each parameterized route accepts in the helper's context (by operationId). */

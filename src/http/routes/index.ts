@@ -22,6 +22,10 @@ import { createProject } from './projects/create.js'
 import { getSubscription } from './subscriptions/get.js'
 import { recordEvent } from './usage/record.js'
 import { recordEventBatch } from './usage/recordBatch.js'
+import { deleteWebhook } from './webhooks/delete.js'
+import { listWebhookFailures } from './webhooks/failures.js'
+import { listWebhooks } from './webhooks/list.js'
+import { upsertWebhook } from './webhooks/upsert.js'
 
 /** Every route of the API, in the order the OpenAPI document lists them. */
 export const routes = [
@@ -31,4 +35,5 @@ export const routes = [
   listEntitlements, getEntitlements, getSubscription, updateAccess,
   recordEvent, recordEventBatch,
   getUsage, forecastUsage,
+  upsertWebhook, listWebhooks, deleteWebhook, listWebhookFailures,
 ] as unknown as readonly AnyRoute[]
