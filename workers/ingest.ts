@@ -2,8 +2,9 @@ import { Queue, Worker, type Job } from 'bullmq'
 import type { Logger } from 'pino'
 import type { DeadLetterData } from '../src/events/deadLetters.js'
 import { BATCH_JOB, DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX } from '../src/events/queue.js'
+import { claimEvents } from '../src/events/redis.js'
 import { toRow } from '../src/events/rows.js'
-import type { EventSink, IngestJobData, UsageEventRow } from '../src/events/types.js'
+import type { EventSink, IngestJobData, UsageEvent, UsageEventRow } from '../src/events/types.js'
 import type { RedisClient } from '../src/redis/scripts.js'
 
 export interface IngestWorkerOptions {
@@ -29,8 +30,31 @@ export interface IngestWorker {
 }
 
 /**
+ * A worker that crashes while it holds a job leaves it "stalled"; BullMQ gives it to another
+ * worker, and past this many stalls fails it without running our processor (then the failed
+ * listener below dead-letters it, so its events are never lost).
+ */
+const MAX_STALLS = 10
+
+/** The events of a batch that this batch owns, per project (one claim script per project). */
+async function ownedEvents(connection: RedisClient, batchId: string, events: UsageEvent[]): Promise<UsageEvent[]> {
+  const byProject = new Map<string, UsageEvent[]>()
+  for (const e of events) (byProject.get(e.projectId) ?? byProject.set(e.projectId, []).get(e.projectId)!).push(e)
+  const owned = new Set<UsageEvent>()
+  for (const [projectId, list] of byProject) {
+    const ids = await claimEvents(connection, projectId, batchId, list.map((e) => e.eventId), Date.now())
+    for (const e of list) if (ids.has(e.eventId)) owned.add(e)
+  }
+  return events.filter((e) => owned.has(e))
+}
+
+/**
  * The processor of the ingest queue: writes each batch job's events to the sink in one insert,
- * with the job's batchId as the insert's dedup token. A failing insert is retried with the
+ * with the job's batchId as the insert's dedup token. Exactly once: the gateway may put an
+ * event into two jobs (a retry racing its first send), and two workers may run both at once;
+ * each event is first claimed in Redis for one batch (lua/claimEvents-N.lua), and a batch
+ * inserts only the events it owns; the sink skips those an earlier attempt of the same batch
+ * already stored. A failing insert is retried with the
  * job's backoff (set by the gateway: exponential, METERING_INGEST_ATTEMPTS attempts); the last
  * failing attempt moves the job to the dead-letter queue (src/events/deadLetters.ts lists and
  * replays it) and completes it. The dead letter's job id is derived from the job's, so a
@@ -39,11 +63,13 @@ export interface IngestWorker {
 export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
   const { connection, sink, logger } = options
   const deadLetters = new Queue<DeadLetterData>(options.deadLetterQueue ?? DEAD_LETTER_QUEUE, { connection, prefix: QUEUE_PREFIX })
+  const deadLetter = (job: Job<IngestJobData>, failedReason: string, attempts: number) =>
+    deadLetters.add(BATCH_JOB, { ...job.data, deadLetter: { jobId: job.id!, failedReason, attempts, atMs: Date.now() } }, { jobId: `dead-${job.id}` })
   const processJob = async (job: Job<IngestJobData>): Promise<{ rows: number; deadLettered?: true }> => {
     const { batchId, events } = job.data
     try {
-      const rows = events.map(toRow)
-      await sink.insertEvents(rows, batchId)
+      const rows = (await ownedEvents(connection, batchId, events)).map(toRow)
+      if (rows.length > 0) await sink.insertEvents(rows, batchId)
       if (options.afterInsert) {
         await options.afterInsert(rows).catch((err: unknown) => logger.error({ err, jobId: job.id, batchId }, 'the check after an inserted batch failed'))
       }
@@ -51,14 +77,22 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
     } catch (error) {
       const attempts = job.opts.attempts ?? 1
       if (job.attemptsMade + 1 < attempts) throw error
-      const failedReason = error instanceof Error ? error.message : String(error)
-      await deadLetters.add(BATCH_JOB, { ...job.data, deadLetter: { jobId: job.id!, failedReason, attempts, atMs: Date.now() } }, { jobId: `dead-${job.id}` })
+      await deadLetter(job, error instanceof Error ? error.message : String(error), attempts)
       logger.error({ err: error, jobId: job.id, batchId, events: events.length }, 'ingest batch failed every attempt: moved to the dead-letter queue')
       return { rows: 0, deadLettered: true }
     }
   }
-  const worker = new Worker<IngestJobData>(options.ingestQueue ?? INGEST_QUEUE, processJob, { connection, prefix: QUEUE_PREFIX, concurrency: options.concurrency })
-  worker.on('failed', (job, err) => logger.warn({ err, jobId: job?.id, attemptsMade: job?.attemptsMade }, 'ingest batch attempt failed (retried with backoff while attempts remain)'))
+  const worker = new Worker<IngestJobData>(options.ingestQueue ?? INGEST_QUEUE, processJob, {
+    connection, prefix: QUEUE_PREFIX, concurrency: options.concurrency, maxStalledCount: MAX_STALLS,
+  })
+  worker.on('failed', (job, err) => {
+    logger.warn({ err, jobId: job?.id, attemptsMade: job?.attemptsMade }, 'ingest batch attempt failed (retried with backoff while attempts remain)')
+    // A job failed by BullMQ itself (it stalled too often: workers kept dying on it) never
+    // reached the processor's last-attempt branch: dead-letter it here (idempotent job id).
+    if (job && err.name === 'UnrecoverableError') {
+      deadLetter(job, err.message, job.attemptsMade).catch((e: unknown) => logger.error({ err: e, jobId: job.id }, 'could not dead-letter a stalled ingest batch'))
+    }
+  })
   worker.on('error', (err) => logger.error({ err }, 'ingest worker error'))
   return {
     worker,

@@ -27,3 +27,12 @@ export function dedupShard(key: string): number {
   for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193)
   return (h >>> 0) % DEDUP_SHARDS
 }
+
+/**
+ * Which batch owns an event's insert into ClickHouse (lua/claimEvents-N.lua): field = event id,
+ * value = batchId, one hash per project and UTC day of processing; an event is looked up in
+ * its day's hash and the day before.
+ */
+export function claimDayKey(projectId: string, day: number): string {
+  return `${PREFIX}${catalogTag(projectId)}:evc:${day}`
+}

@@ -1,11 +1,12 @@
 import { customerKey } from '../catalog/keys.js'
 import { Script, type RedisClient } from '../redis/scripts.js'
-import { dedupBucketKey, dedupShard } from './keys.js'
+import { claimDayKey, dedupBucketKey, dedupShard } from './keys.js'
 
 /** Storage adapter of the dedup window: one script per function, one round trip each. */
 const scripts = {
   admit: new Script('admitEvents-N'),
   mark: new Script('markEventsSeen-N'),
+  claim: new Script('claimEvents-N'),
 }
 export const eventScripts: readonly Script[] = Object.values(scripts)
 
@@ -59,4 +60,18 @@ export async function markEventsSeen(redis: RedisClient, projectId: string, even
     args.push(at, key)
   }
   await scripts.mark.run(redis, keys, args)
+}
+
+const DAY_MS = 86_400_000
+/** Claims live three days: two days of lookups and a margin. */
+const CLAIM_TTL_S = 3 * 86_400
+
+/**
+ * Claims a batch's events of one project for the ClickHouse insert (lua/claimEvents-N.lua):
+ * returns the event ids this batch owns, the only ones it may insert.
+ */
+export async function claimEvents(redis: RedisClient, projectId: string, batchId: string, eventIds: string[], nowMs: number): Promise<Set<string>> {
+  const day = Math.floor(nowMs / DAY_MS)
+  const owned = (await scripts.claim.run(redis, [claimDayKey(projectId, day), claimDayKey(projectId, day - 1)], [batchId, CLAIM_TTL_S, ...eventIds])) as number[]
+  return new Set(eventIds.filter((_, i) => owned[i] === 1))
 }
