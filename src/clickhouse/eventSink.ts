@@ -11,8 +11,8 @@ import type { ClickHouseStore } from './store.js'
  */
 export function clickHouseEventSink(store: ClickHouseStore): EventSink {
   return {
-    async insertEvents(rows: UsageEventRow[], dedupToken: string): Promise<void> {
-      await insertEventsOnce(store, rows, { dedupToken })
+    async insertEvents(rows: UsageEventRow[], dedupToken: string, options: { firstAttempt?: boolean } = {}): Promise<void> {
+      await insertEventsOnce(store, rows, { dedupToken, firstAttempt: options.firstAttempt })
     },
   }
 }

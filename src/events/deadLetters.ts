@@ -68,7 +68,7 @@ export async function replayDeadLetters(options: DeadLetterQueues & { ids?: stri
     for (const job of jobs) {
       if (!job) continue
       const { v, batchId, events } = job.data
-      await ingest.add(BATCH_JOB, { v, batchId, events } satisfies IngestJobData, ingestJobOptions(options.retry ?? DEFAULT_RETRY))
+      await ingest.add(BATCH_JOB, { v, batchId, events, replay: true } satisfies IngestJobData, ingestJobOptions(options.retry ?? DEFAULT_RETRY))
       await job.remove()
       replayed.push(job.id!)
     }

@@ -23,6 +23,8 @@ export interface IngestJobData {
   /** Unique per group commit and kept on replay: the ClickHouse insert deduplication token. */
   batchId: string
   events: UsageEvent[]
+  /** Set on a job replayed from the dead-letter queue: an earlier job of the batch may have stored some of it. */
+  replay?: true
 }
 
 /** A row of the raw events table, as the worker hands it to the sink. */
@@ -47,7 +49,7 @@ export interface UsageEventRow {
  * Must throw unless every row is durably stored.
  */
 export interface EventSink {
-  insertEvents(rows: UsageEventRow[], dedupToken: string): Promise<void>
+  insertEvents(rows: UsageEventRow[], dedupToken: string, options?: { firstAttempt?: boolean }): Promise<void>
 }
 
 /** What became of one submitted event. */
