@@ -1,12 +1,15 @@
+import { decimalOfNumber, rate } from '../billing/rating.js'
 import { FOREVER_MS, cycleAt } from '../catalog/cycles.js'
+import type { Entitlement } from '../catalog/schemas.js'
 import type { CatalogService } from '../catalog/service.js'
 import type { ClickHouseStore } from '../clickhouse/store.js'
 import type { Clock } from '../clock.js'
 import { failure, success, type Failure, type Result } from '../errors.js'
+import { formatUnits } from '../money/decimal.js'
 import { dailyUsageOfFeature, hourlyUsageByFeature, rawUsageByFeature, type FeatureUsage } from './clickhouse.js'
 import { accumulateDaily, forecastUsage, forecastWindow, type ForecastLimit } from './forecast.js'
 import { horizonDaysOf, type UsageForecastRequest, type UsageForecastResponse, type UsageGetRequest, type UsageGetResponse } from './schemas.js'
-import { shapeUsageRows, usageWindow } from './usage.js'
+import { shapeUsageRows, usageWindow, type PricedUsage } from './usage.js'
 
 const HOUR_MS = 3_600_000
 
@@ -53,7 +56,7 @@ export class AnalyticsService {
   async entitlementLimit(projectId: string, customerId: string, featureSlug: string, now: number): Promise<EntitlementLimit | undefined> {
     const entitlements = await this.catalog.listEntitlements(projectId, customerId)
     if (!entitlements.ok) return undefined
-    const e = entitlements.value.find((x) => x.featurePlanVersion.feature.slug === featureSlug && x.featurePlanVersion.featureType === 'usage')
+    const e = usageEntitlement(entitlements.value, featureSlug)
     if (!e) return undefined
     const grants = e.grants ?? []
     const amount = grants.length > 0 ? grants.reduce((sum, g) => sum + g.allowanceUnits, 0) : e.featurePlanVersion.limit
@@ -69,15 +72,40 @@ export class AnalyticsService {
   }
 
   /**
-   * Usage per feature over `[now − range, now)` (usageBetween). Spending is zero (USD) until
-   * usage is priced from the customer's plan.
+   * Usage per feature over `[now − range, now)` (usageBetween), each feature's spending priced
+   * from the customer's plan: the customer's current entitlement to the feature (the lookup of
+   * entitlementLimit: a `usage` feature in effect now) rates the range's usage with its feature
+   * plan version (src/billing/rating.ts, no included units: a usage grant is a limit, not free
+   * units), in the plan version's currency, displayed like the catalog's prices. Zero (USD)
+   * without such an entitlement (no catalog, no subscription, a disabled customer).
    */
   async usage(projectId: string, body: UsageGetRequest): Promise<Result<UsageGetResponse>> {
     const refused = otherProject(body.project_id, projectId)
     if (refused) return refused
     const { from, to } = usageWindow(body.range, this.clock())
     const rows = await this.usageBetween(projectId, body.customer_id, from, to)
-    return success({ usage: shapeUsageRows({ projectId, customerId: body.customer_id, rows }) })
+    const price = rows.length === 0 ? undefined : await this.spendingPricer(projectId, body.customer_id)
+    return success({ usage: shapeUsageRows({ projectId, customerId: body.customer_id, rows, ...(price ? { price } : {}) }) })
+  }
+
+  /** The price callback of usage(): reads the entitlements and their plan versions' currencies once, then rates synchronously. */
+  private async spendingPricer(projectId: string, customerId: string): Promise<((row: { feature_slug: string; usage: number }) => PricedUsage | null) | undefined> {
+    const entitlements = await this.catalog.listEntitlements(projectId, customerId)
+    if (!entitlements.ok) return undefined
+    const currencies = new Map<string, string>()
+    for (const e of entitlements.value) {
+      const id = e.featurePlanVersion.planVersionId
+      if (e.featurePlanVersion.featureType !== 'usage' || currencies.has(id)) continue
+      const pv = await this.catalog.getPlanVersion(projectId, id)
+      currencies.set(id, pv.ok ? pv.value.currency : (e.featurePlanVersion.config.price?.dinero.currency.code ?? 'USD'))
+    }
+    return ({ feature_slug, usage }) => {
+      const e = usageEntitlement(entitlements.value, feature_slug)
+      if (!e) return null
+      const fpv = e.featurePlanVersion
+      const rated = rate({ featureType: fpv.featureType, config: fpv.config, quantity: decimalOfNumber(Math.max(0, usage)) })
+      return { amount: formatUnits(rated.amount), currency: currencies.get(fpv.planVersionId) ?? 'USD' }
+    }
   }
 
   /**
@@ -104,6 +132,11 @@ export class AnalyticsService {
     })
     return success({ ...result, project_id: projectId, customer_id: body.customer_id, feature_slug: body.feature_slug })
   }
+}
+
+/** The customer's entitlement to a usage feature, among those in effect now (first match). */
+function usageEntitlement(entitlements: Entitlement[], featureSlug: string): Entitlement | undefined {
+  return entitlements.find((x) => x.featurePlanVersion.feature.slug === featureSlug && x.featurePlanVersion.featureType === 'usage')
 }
 
 /** The body's project_id, when it names another project than the key's: 403 (main projects do not exist yet). */

@@ -206,6 +206,10 @@ describe.each([['server'], ['embedded']] as const)('ClickHouse store: %s', (kind
         kind: 'entitlement', amount: 200, used: 140, remaining: 60, window: 'month',
         resetsAt: Date.UTC(2026, 11, 1), exhaustsAt: Date.UTC(2026, 10, 28, 3), exhaustsWithinHorizon: true,
       })
+      // Spending is now priced from the plan: 140 tokens at $0.01 each (unit pricing) = $1.40.
+      expect(await usage(key, 'fc', '30d')).toEqual([
+        { project_id: projectId, feature_slug: 'tokens', usage: 140, spending: { amount: '1.4', currency: 'USD', display_amount: '$1.40' }, customer_id: 'fc' },
+      ])
     })
   })
 })
