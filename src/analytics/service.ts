@@ -1,4 +1,4 @@
-import { decimalOfNumber, rate } from '../billing/rating.js'
+import { rate } from '../billing/rating.js'
 import { FOREVER_MS, cycleAt } from '../catalog/cycles.js'
 import type { Entitlement } from '../catalog/schemas.js'
 import type { CatalogService } from '../catalog/service.js'
@@ -89,7 +89,7 @@ export class AnalyticsService {
   }
 
   /** The price callback of usage(): reads the entitlements and their plan versions' currencies once, then rates synchronously. */
-  private async spendingPricer(projectId: string, customerId: string): Promise<((row: { feature_slug: string; usage: number }) => PricedUsage | null) | undefined> {
+  private async spendingPricer(projectId: string, customerId: string): Promise<((row: { feature_slug: string; usage: number; exact: string }) => PricedUsage | null) | undefined> {
     const entitlements = await this.catalog.listEntitlements(projectId, customerId)
     if (!entitlements.ok) return undefined
     const currencies = new Map<string, string>()
@@ -99,11 +99,12 @@ export class AnalyticsService {
       const pv = await this.catalog.getPlanVersion(projectId, id)
       currencies.set(id, pv.ok ? pv.value.currency : (e.featurePlanVersion.config.price?.dinero.currency.code ?? 'USD'))
     }
-    return ({ feature_slug, usage }) => {
+    return ({ feature_slug, exact }) => {
       const e = usageEntitlement(entitlements.value, feature_slug)
       if (!e) return null
       const fpv = e.featurePlanVersion
-      const rated = rate({ featureType: fpv.featureType, config: fpv.config, quantity: decimalOfNumber(Math.max(0, usage)) })
+      // Rated from the exact decimal total, never from the float the row carries.
+      const rated = rate({ featureType: fpv.featureType, config: fpv.config, quantity: exact.startsWith('-') ? '0' : exact })
       return { amount: formatUnits(rated.amount), currency: currencies.get(fpv.planVersionId) ?? 'USD' }
     }
   }

@@ -54,7 +54,8 @@ export interface AggregatedUsage {
   usage: number | string
 }
 
-export type PriceUsage = (row: { feature_slug: string; usage: number }) => PricedUsage | null | undefined
+/** `exact` is the usage as an exact decimal string (money is rated from it, never from the number). */
+export type PriceUsage = (row: { feature_slug: string; usage: number; exact: string }) => PricedUsage | null | undefined
 
 export const ZERO_SPENDING: Readonly<Spending> = Object.freeze({ amount: '0', currency: 'USD', display_amount: '$0' })
 
@@ -141,17 +142,22 @@ export function shapeUsageRows(input: {
   rows: AggregatedUsage[]
   price?: PriceUsage
 }): UsageRow[] {
-  const totals = new Map<string, number>()
+  // Summed exactly as decimal strings: the number the spec's row carries is made from the total.
+  const totals = new Map<string, string>()
   for (const row of input.rows) {
-    totals.set(row.feature_slug, (totals.get(row.feature_slug) ?? 0) + toUsageNumber(row.usage, row.feature_slug))
+    toUsageNumber(row.usage, row.feature_slug)
+    totals.set(row.feature_slug, addDecimals(totals.get(row.feature_slug) ?? '0', String(row.usage)))
   }
   return [...totals]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([feature_slug, usage]) => ({
-      project_id: input.projectId,
-      feature_slug,
-      usage,
-      spending: spendingOf(input.price?.({ feature_slug, usage })),
-      customer_id: input.customerId,
-    }))
+    .map(([feature_slug, exact]) => {
+      const usage = Number(exact)
+      return {
+        project_id: input.projectId,
+        feature_slug,
+        usage,
+        spending: spendingOf(input.price?.({ feature_slug, usage, exact })),
+        customer_id: input.customerId,
+      }
+    })
 }

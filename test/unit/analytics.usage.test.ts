@@ -61,6 +61,19 @@ describe('shaping usage rows', () => {
     expect(shapeUsageRows({ projectId: 'p1', customerId: 'c1', rows: [] })).toEqual([])
   })
 
+  test('fractional usage is summed exactly and the callback gets the exact decimal, not the float sum', () => {
+    const seen: { exact: string; usage: number }[] = []
+    shapeUsageRows({
+      projectId: 'p1',
+      customerId: 'c1',
+      rows: [{ feature_slug: 'gb', usage: '0.1' }, { feature_slug: 'gb', usage: '0.2' }],
+      price: (row) => { seen.push(row); return null },
+    })
+    // 0.1 + 0.2 as floats is 0.30000000000000004; the exact sum is 0.3.
+    expect(seen[0]!.exact).toBe('0.3')
+    expect(seen[0]!.usage).toBe(0.3)
+  })
+
   test('the pricing callback gets the summed usage; its amount is canonicalized and displayed', () => {
     const seen: unknown[] = []
     const rows = shapeUsageRows({
@@ -89,7 +102,7 @@ describe('shaping usage rows', () => {
         }
       },
     })
-    expect(seen).toContainEqual({ feature_slug: 'tokens', usage: 1_234_567 })
+    expect(seen).toContainEqual({ feature_slug: 'tokens', usage: 1_234_567, exact: '1234567' })
     const bySlug = Object.fromEntries(rows.map((r) => [r.feature_slug, r.spending]))
     expect(bySlug).toEqual({
       custom: { amount: '1.5', currency: 'GBP', display_amount: '1.5 GBP' },
