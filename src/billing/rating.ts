@@ -49,34 +49,22 @@ export interface RateInput {
   /** Decimal string ("1500.5") or units at scale 8 (1500.5 → 150050000000n). */
   quantity: string | bigint
   /** Units given without charge, subtracted from the quantity before pricing (same forms). */
-  includedUnits?: string | bigint | number
+  includedUnits?: string | bigint
 }
 
 const QUANTITY = /^([0-9]+)(?:\.([0-9]{1,8}))?$/
 
-/** A non-negative quantity in units of 10^-8: a decimal string (at most 8 fractional digits), a bigint of units, or a finite number. */
-export function toQuantityUnits(value: string | bigint | number): bigint {
+/** A non-negative quantity in units of 10^-8: a decimal string (at most 8 fractional digits) or a bigint of units. Never a float. */
+export function toQuantityUnits(value: string | bigint): bigint {
   if (typeof value === 'bigint') {
     if (value < 0n) throw new RangeError(`negative quantity: ${value}`)
     return value
   }
-  if (typeof value === 'number') return toQuantityUnits(decimalOfNumber(value))
   const m = QUANTITY.exec(value)
   if (!m) throw new RangeError(`not a quantity (decimal, at most 8 fractional digits): ${JSON.stringify(value)}`)
   return BigInt(m[1]!) * UNITS_PER_ONE + BigInt((m[2] ?? '').padEnd(SCALE, '0'))
 }
 
-/**
- * The decimal text of a usage number (analytics reads usage as JS numbers): its shortest
- * round-trip text when that has at most 8 fractional digits ("2500.5"), else the number fixed to
- * 8 digits. The only place a float becomes a quantity; it never touches a price.
- */
-export function decimalOfNumber(n: number): string {
-  if (!Number.isFinite(n) || n < 0) throw new RangeError(`not a quantity: ${n}`)
-  if (n >= 1e21) return BigInt(n).toString() // an integer; toFixed would answer exponent notation
-  const text = String(n)
-  return QUANTITY.test(text) ? text : n.toFixed(SCALE)
-}
 
 /** The exact value of a dinero snapshot. */
 export function priceOf(price: Price): Exact {
