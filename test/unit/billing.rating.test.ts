@@ -81,9 +81,9 @@ describe('worked examples (README.md), to the last 10^-8', () => {
 
   test('included units are subtracted first: 1,500 with 1,000 included at $0.01 → $5; 800 with 1,000 included → $0', () => {
     const config: FeatureConfig = { usageMode: 'unit', price: usd('0.01') }
-    expect(rate({ featureType: 'usage', config, quantity: '1500', includedUnits: 1000 }).amount).toBe(500_000_000n)
+    expect(rate({ featureType: 'usage', config, quantity: '1500', includedUnits: 100_000_000_000n }).amount).toBe(500_000_000n)
     expect(rate({ featureType: 'usage', config, quantity: 150_000_000_000n, includedUnits: '1000' }).amount).toBe(500_000_000n)
-    expect(rate({ featureType: 'usage', config, quantity: '800', includedUnits: 1000 })).toMatchObject({ amount: 0n, lines: [] })
+    expect(rate({ featureType: 'usage', config, quantity: '800', includedUnits: '1000' })).toMatchObject({ amount: 0n, lines: [] })
   })
 
   test('tier volume: exactly 1,000 (a boundary) → $10; 1,000.5 → 1,000.5 × $0.008 + $5 = $13.004; 25,000 (open last tier) → $125 + $20 = $145', () => {
