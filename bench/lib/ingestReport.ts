@@ -4,6 +4,7 @@
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { LagFigures, SeriesPoint } from './ingestMonitor.js';
+import { f, int, table } from './report.js';
 
 export interface IngestLeg {
   id: string;
@@ -63,20 +64,6 @@ export interface IngestReport {
   targets: IngestTarget[];
 }
 
-const f = (v: number | undefined | null, digits = 1): string =>
-  v === undefined || v === null || !Number.isFinite(v) ? '—' : v.toFixed(digits);
-const int = (v: number | undefined | null): string =>
-  v === undefined || v === null || !Number.isFinite(v) ? '—' : Math.round(v).toLocaleString('en-US');
-
-function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
-  return rows
-    .map((r, i) => {
-      const line = r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
-      return i === 0 ? `${line}\n${widths.map((w) => '-'.repeat(w)).join('  ')}` : line;
-    })
-    .join('\n');
-}
 
 const cpuCell = (l: IngestLeg): string =>
   l.cpuPct

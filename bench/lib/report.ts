@@ -73,12 +73,12 @@ export function machineInfo(extra: Record<string, unknown> = {}): Record<string,
 // ---------------------------------------------------------------------------
 // Console
 
-const f = (v: number | undefined | null, digits = 1): string =>
+export const f = (v: number | undefined | null, digits = 1): string =>
   v === undefined || v === null || !Number.isFinite(v) ? '—' : v.toFixed(digits);
-const int = (v: number | undefined | null): string =>
+export const int = (v: number | undefined | null): string =>
   v === undefined || v === null || !Number.isFinite(v) ? '—' : Math.round(v).toLocaleString('en-US');
 
-function table(rows: string[][]): string {
+export function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
   return rows
     .map((r, i) => {

@@ -1,5 +1,6 @@
 import type { BatcherOptions } from './batcher.js'
 import { DEFAULT_RETRY, INGEST_QUEUE, type RetryPolicy } from './queue.js'
+import { envInt } from '../env.js'
 
 /** The rules and tuning of ingestion, with their defaults and environment variables. */
 export interface EventOptions {
@@ -29,27 +30,19 @@ export const DEFAULT_EVENT_OPTIONS: EventOptions = {
   queueName: INGEST_QUEUE,
 }
 
-function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
-  const raw = env[name]
-  if (raw === undefined || raw === '') return fallback
-  const value = Number(raw)
-  if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer of at least ${min}, got ${raw}`)
-  return value
-}
-
 export function loadEventOptions(env: NodeJS.ProcessEnv = process.env): EventOptions {
   const d = DEFAULT_EVENT_OPTIONS
   return {
-    dedupWindowMs: int(env, 'METERING_EVENTS_DEDUP_WINDOW_MS', d.dedupWindowMs, 1),
-    horizonMs: int(env, 'METERING_EVENTS_HORIZON_DAYS', d.horizonMs / DAY_MS, 1) * DAY_MS,
+    dedupWindowMs: envInt(env, 'METERING_EVENTS_DEDUP_WINDOW_MS', d.dedupWindowMs, 1),
+    horizonMs: envInt(env, 'METERING_EVENTS_HORIZON_DAYS', d.horizonMs / DAY_MS, 1) * DAY_MS,
     futureToleranceMs: d.futureToleranceMs,
-    maxPropertiesBytes: int(env, 'METERING_EVENTS_MAX_PROPERTIES_BYTES', d.maxPropertiesBytes, 2),
+    maxPropertiesBytes: envInt(env, 'METERING_EVENTS_MAX_PROPERTIES_BYTES', d.maxPropertiesBytes, 2),
     batch: {
-      maxWaitMs: int(env, 'METERING_INGEST_BATCH_MS', d.batch.maxWaitMs, 0),
-      maxItems: int(env, 'METERING_INGEST_BATCH_MAX', d.batch.maxItems, 1),
-      maxInFlight: int(env, 'METERING_INGEST_IN_FLIGHT', d.batch.maxInFlight, 1),
+      maxWaitMs: envInt(env, 'METERING_INGEST_BATCH_MS', d.batch.maxWaitMs, 0),
+      maxItems: envInt(env, 'METERING_INGEST_BATCH_MAX', d.batch.maxItems, 1),
+      maxInFlight: envInt(env, 'METERING_INGEST_IN_FLIGHT', d.batch.maxInFlight, 1),
     },
-    retry: { attempts: int(env, 'METERING_INGEST_ATTEMPTS', d.retry.attempts, 1), backoffMs: int(env, 'METERING_INGEST_BACKOFF_MS', d.retry.backoffMs, 0) },
+    retry: { attempts: envInt(env, 'METERING_INGEST_ATTEMPTS', d.retry.attempts, 1), backoffMs: envInt(env, 'METERING_INGEST_BACKOFF_MS', d.retry.backoffMs, 0) },
     queueName: d.queueName,
   }
 }

@@ -1,4 +1,5 @@
 import { NOTIFICATIONS_QUEUE, WEBHOOK_DELIVERIES_QUEUE } from './queue.js'
+import { envInt } from '../env.js'
 
 /** How notifications are queued and webhooks delivered, with their defaults and environment variables. */
 export interface NotificationOptions {
@@ -31,24 +32,16 @@ export const DEFAULT_NOTIFICATION_OPTIONS: NotificationOptions = {
   worker: true,
 }
 
-function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
-  const raw = env[name]
-  if (raw === undefined || raw === '') return fallback
-  const value = Number(raw)
-  if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer of at least ${min}, got ${raw}`)
-  return value
-}
-
 export function loadNotificationOptions(env: NodeJS.ProcessEnv = process.env): NotificationOptions {
   const d = DEFAULT_NOTIFICATION_OPTIONS
   return {
     queueName: env.METERING_NOTIFICATIONS_QUEUE || d.queueName,
     deliveryQueueName: env.METERING_WEBHOOK_QUEUE || d.deliveryQueueName,
-    attempts: int(env, 'METERING_WEBHOOK_ATTEMPTS', d.attempts, 1),
-    backoffMs: int(env, 'METERING_WEBHOOK_BACKOFF_MS', d.backoffMs, 0),
-    timeoutMs: int(env, 'METERING_WEBHOOK_TIMEOUT_MS', d.timeoutMs, 1),
-    concurrency: int(env, 'METERING_WEBHOOK_CONCURRENCY', d.concurrency, 1),
-    failedKept: int(env, 'METERING_WEBHOOK_FAILED_KEPT', d.failedKept, 1),
+    attempts: envInt(env, 'METERING_WEBHOOK_ATTEMPTS', d.attempts, 1),
+    backoffMs: envInt(env, 'METERING_WEBHOOK_BACKOFF_MS', d.backoffMs, 0),
+    timeoutMs: envInt(env, 'METERING_WEBHOOK_TIMEOUT_MS', d.timeoutMs, 1),
+    concurrency: envInt(env, 'METERING_WEBHOOK_CONCURRENCY', d.concurrency, 1),
+    failedKept: envInt(env, 'METERING_WEBHOOK_FAILED_KEPT', d.failedKept, 1),
     worker: env.METERING_NOTIFICATIONS_WORKER !== '0',
   }
 }
