@@ -23,6 +23,13 @@ export interface Config {
   sweepIntervalMs: number
   logLevel: string
   prettyLogs: boolean
+  /** METERING_PUBLIC_URL: the base URL clients reach the gateway at (payment setup links); unset → http://<host>:<port>. */
+  publicUrl: string | undefined
+  /** METERING_PAYMENT_SETUP_TTL_MS: how long a sandbox payment setup link stays valid. */
+  paymentSetupTtlMs: number
+  /** STRIPE_SECRET_KEY / SQUARE_ACCESS_TOKEN: credentials of the external payment providers. */
+  stripeSecretKey: string | undefined
+  squareAccessToken: string | undefined
 }
 
 function int(name: string, fallback: number, env: NodeJS.ProcessEnv): number {
@@ -51,5 +58,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sweepIntervalMs: int('METERING_SWEEP_MS', 5000, env),
     logLevel: env.LOG_LEVEL ?? 'info',
     prettyLogs: env.LOG_PRETTY ? env.LOG_PRETTY !== '0' : Boolean(process.stdout.isTTY),
+    publicUrl: env.METERING_PUBLIC_URL ? env.METERING_PUBLIC_URL.replace(/\/+$/, '') : undefined,
+    paymentSetupTtlMs: Math.max(1000, int('METERING_PAYMENT_SETUP_TTL_MS', 30 * 60_000, env)),
+    stripeSecretKey: env.STRIPE_SECRET_KEY || undefined,
+    squareAccessToken: env.SQUARE_ACCESS_TOKEN || undefined,
   }
 }

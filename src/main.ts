@@ -17,12 +17,13 @@ import { EventService } from './events/service.js'
 import { createHttpApp, listen } from './http/app.js'
 import { Metrics } from './http/metrics.js'
 import { buildOpenApi } from './http/openapi.js'
-import { routes } from './http/routes/index.js'
+import { rawRoutes, routes } from './http/routes/index.js'
 import { KeyService } from './keys/service.js'
 import { LimitChecker } from './notifications/limits.js'
 import { loadNotificationOptions, type NotificationOptions } from './notifications/options.js'
 import { Notifications } from './notifications/queue.js'
 import { WebhookService } from './notifications/webhooks.js'
+import { PaymentService } from './payments/service.js'
 import { RateLimiter } from './ratelimit/limiter.js'
 import { connectRedis } from './redis/connection.js'
 import { startEmbeddedRedis } from './redis/local.js'
@@ -61,6 +62,13 @@ export interface GatewayOverrides {
   clickhouse?: 'on' | 'off'
   /** Notification queues and webhook delivery (defaults from the environment, src/notifications/options.ts). */
   notifications?: Partial<NotificationOptions>
+}
+
+/** The host part of a URL for the listening address (a wildcard address → loopback). */
+function hostForUrl(host: string): string {
+  if (host === '' || host === '0.0.0.0') return '127.0.0.1'
+  if (host === '::') return '[::1]'
+  return host.includes(':') ? `[${host}]` : host
 }
 
 /** Opens the ClickHouse store of the config and applies its migrations. */
@@ -127,12 +135,21 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
   }
   if (clickhouse) logger.info({ kind: clickhouse.kind, database: clickhouse.database }, 'clickhouse store migrated')
   const analytics = new AnalyticsService(clickhouse, clock, catalog)
-  const services: Services = { analytics, budgets, catalog, keys, events, webhooks }
+  // Setup links name the gateway's public URL; without METERING_PUBLIC_URL, the address it listens on.
+  let listeningUrl = ''
+  const payments = new PaymentService(redis, clock, {
+    baseUrl: () => config.publicUrl ?? listeningUrl,
+    setupTtlMs: config.paymentSetupTtlMs,
+    stripeSecretKey: config.stripeSecretKey,
+    squareAccessToken: config.squareAccessToken,
+  })
+  const services: Services = { analytics, budgets, catalog, keys, events, webhooks, payments }
   const limits = new LimitChecker({ redis, analytics, queue: (event) => notifications.limitReached(event), clock, logger })
   const rateLimiter = config.rateLimit ? new RateLimiter(redis, clock, config.rateLimit) : undefined
 
   const app = createHttpApp({
     routes,
+    rawRoutes,
     services,
     logger,
     metrics: new Metrics([...budgetScripts, ...catalogScripts, ...eventScripts]),
@@ -143,6 +160,7 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
     isReady: () => ready,
   })
   const server = await listen(app, config.host, config.port)
+  listeningUrl = `http://${hostForUrl(config.host)}:${server.port}`
   const stopSweep = config.sweepIntervalMs > 0
     ? startHoldExpiry(redis, budgets, config.sweepIntervalMs, (err) => logger.error({ err }, 'hold expiry sweep failed'))
     : () => {}

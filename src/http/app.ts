@@ -8,11 +8,13 @@ import type { Services } from '../services.js'
 import { readBody } from './body.js'
 import { errorResponse, statusLine, type ErrorLike } from './errors.js'
 import type { Metrics } from './metrics.js'
-import type { AnyRoute, Principal } from './route.js'
+import type { AnyRoute, Principal, RawRoute } from './route.js'
 import { compile, type Validator } from './validation.js'
 
 export interface HttpOptions {
   routes: readonly AnyRoute[]
+  /** Non-JSON routes (HTML pages and forms), see RawRoute. */
+  rawRoutes?: readonly RawRoute[]
   services: Services
   logger: Logger
   metrics: Metrics
@@ -39,6 +41,9 @@ interface Exchange {
   route: string
 }
 
+const RAW_STATUS_LINES: Record<number, string> = {
+  200: '200 OK', 303: '303 See Other', 400: '400 Bad Request', 404: '404 Not Found', 410: '410 Gone', 415: '415 Unsupported Media Type',
+}
 const JSON_TYPE = /^application\/json\s*(;|$)/i
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 const ID_PREFIX = 'req_' + randomBytes(4).toString('hex')
@@ -137,6 +142,42 @@ export function createHttpApp(options: HttpOptions): TemplatedApp {
     else fail(ex, result)
   }
 
+  // Raw routes: public, body read as text under the same size limit, the handler's answer as is.
+  for (const route of options.rawRoutes ?? []) {
+    const paramNames = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
+    const handler = (res: HttpResponse, req: HttpRequest) => {
+      const ex = begin(res, req, route.path)
+      const params = readParams(req, paramNames)
+      const contentType = req.getHeader('content-type')
+      const query = req.getQuery() ?? ''
+      if (route.method === 'POST' && Number(req.getHeader('content-length') || 0) > options.maxBodyBytes) return fail(ex, tooLarge(options.maxBodyBytes), undefined, true)
+      if (params === undefined) return fail(ex, invalid([{ path: '$', message: 'a path parameter is not valid percent-encoding' }]))
+      const internal = (error: unknown) => {
+        logger.error({ err: error, requestId: ex.requestId, route: route.path }, 'request failed')
+        fail(ex, failure('internal', 'internal_error', 'Internal error; quote the requestId when reporting it.'))
+      }
+      const run = (body: string) => {
+        Promise.resolve()
+          .then(() => route.handler({ params, query, body, contentType, services, requestId: ex.requestId }))
+          .then((result) => {
+            if (ex.done) return
+            ex.done = true
+            ex.res.cork(() => {
+              ex.res.writeStatus(RAW_STATUS_LINES[result.status] ?? String(result.status)).writeHeader('x-request-id', ex.requestId)
+              for (const name in result.headers) ex.res.writeHeader(name, result.headers[name]!)
+              ex.res.end(result.body)
+            })
+            metrics.record(ex.route, result.status, (performance.now() - ex.started) / 1000)
+          })
+          .catch(internal)
+      }
+      if (route.method === 'POST') readBody(res, options.maxBodyBytes, run, () => fail(ex, tooLarge(options.maxBodyBytes), undefined, true))
+      else run('')
+    }
+    if (route.method === 'POST') app.post(route.path, handler)
+    else app.get(route.path, handler)
+  }
+
   // Built-ins: health, metrics, the OpenAPI document.
   app.get('/healthz', (res, req) => {
     const ex = begin(res, req, '/healthz')
@@ -154,7 +195,7 @@ export function createHttpApp(options: HttpOptions): TemplatedApp {
 
   // A known path with another method is 405 (with Allow); anything else is 404.
   const allowed = new Map<string, string[]>()
-  for (const route of options.routes) (allowed.get(route.path) ?? allowed.set(route.path, []).get(route.path)!).push(route.method)
+  for (const route of [...options.routes, ...(options.rawRoutes ?? [])]) (allowed.get(route.path) ?? allowed.set(route.path, []).get(route.path)!).push(route.method)
   allowed.set('/healthz', ['GET']).set('/metrics', ['GET']).set('/v1/openapi.json', ['GET'])
   for (const [path, methods] of allowed) {
     app.any(path, (res, req) => {

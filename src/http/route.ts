@@ -47,3 +47,32 @@ export function defineRoute<B extends TSchema, Q extends TSchema, R extends TSch
 }
 
 export type AnyRoute = Route<TSchema, TSchema, TSchema>
+
+/**
+ * A route outside the JSON API: an HTML page and its form (the sandbox payment setup page).
+ * Public (the handler checks whatever secret the path carries), not in the OpenAPI document;
+ * the body arrives as text (size-limited like every body) and the handler answers the status,
+ * headers (content type included) and body itself. Errors of its own are still the envelope.
+ */
+export interface RawRoute {
+  method: 'GET' | 'POST'
+  path: string
+  handler(input: RawInput): Promise<RawResult> | RawResult
+}
+
+export interface RawInput {
+  params: Record<string, string>
+  /** The query string, without `?`. */
+  query: string
+  /** '' for GET. */
+  body: string
+  contentType: string
+  services: Services
+  requestId: string
+}
+
+export interface RawResult {
+  status: number
+  headers: Record<string, string>
+  body: string
+}

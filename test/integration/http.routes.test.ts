@@ -51,6 +51,8 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'webhooks.list': () => ({ event: 'limit.reached' }),
   'webhooks.delete': () => ({ id: 'common-hook' }),
   'webhooks.failures.list': () => ({ limit: 10 }),
+  'paymentMethods.create': (ctx) => ({ paymentProvider: 'sandbox', customerId: ctx.customerId, successUrl: 'https://shop.example/ok', cancelUrl: 'https://shop.example/cancel' }),
+  'paymentMethods.list': (ctx) => ({ customerId: ctx.customerId }),
 }
 
 /** Path parameters each parameterized route accepts in the helper's context (by operationId). */

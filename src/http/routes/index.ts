@@ -1,4 +1,4 @@
-import type { AnyRoute } from '../route.js'
+import type { AnyRoute, RawRoute } from '../route.js'
 import { listEntitlements } from './access/listEntitlements.js'
 import { updateAccess } from './access/update.js'
 import { forecastUsage } from './analytics/usageForecast.js'
@@ -15,6 +15,9 @@ import { getEntitlements } from './entitlements/get.js'
 import { listFeatures } from './features/list.js'
 import { createKey } from './keys/create.js'
 import { revokeKey } from './keys/revoke.js'
+import { createPaymentMethod } from './paymentMethods/create.js'
+import { listPaymentMethods } from './paymentMethods/list.js'
+import { sandboxSetupRoutes } from './paymentMethods/sandboxSetup.js'
 import { getPlanVersion } from './planVersions/get.js'
 import { listPlanVersions } from './planVersions/list.js'
 import { listPlansVersions } from './plans/listVersions.js'
@@ -36,4 +39,8 @@ export const routes = [
   recordEvent, recordEventBatch,
   getUsage, forecastUsage,
   upsertWebhook, listWebhooks, deleteWebhook, listWebhookFailures,
+  createPaymentMethod, listPaymentMethods,
 ] as unknown as readonly AnyRoute[]
+
+/** Routes outside the JSON API (HTML pages and forms; not in the OpenAPI document). */
+export const rawRoutes: readonly RawRoute[] = [...sandboxSetupRoutes]
