@@ -15,6 +15,12 @@ export interface Config {
   ingestWorker: boolean
   /** METERING_INGEST_CONCURRENCY: ingest jobs processed at the same time per worker. */
   ingestConcurrency: number
+  /**
+   * METERING_INGEST_LOCK_MS: how long a worker's hold on a job lasts unrenewed, and so how soon
+   * the job of a crashed worker can be taken over (BullMQ lockDuration; also the stalled-check
+   * interval). Keep it well above one batch insert.
+   */
+  ingestLockMs: number
   rootKey: string | undefined
   docsUrl: string
   maxBodyBytes: number
@@ -51,6 +57,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     clickhouseDatabase: env.CLICKHOUSE_DATABASE || 'default',
     ingestWorker: env.METERING_INGEST_WORKER !== '0',
     ingestConcurrency: Math.max(1, int('METERING_INGEST_CONCURRENCY', 4, env)),
+    ingestLockMs: Math.max(1000, int('METERING_INGEST_LOCK_MS', 30_000, env)),
     rootKey: env.METERING_ROOT_KEY || undefined,
     docsUrl: (env.METERING_DOCS_URL ?? 'https://docs.metering.dev').replace(/\/$/, ''),
     maxBodyBytes: int('METERING_MAX_BODY_BYTES', 1024 * 1024, env),

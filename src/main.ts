@@ -175,6 +175,7 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
         sink: clickHouseEventSink(clickhouse),
         logger,
         concurrency: config.ingestConcurrency,
+        lockMs: config.ingestLockMs,
         ingestQueue,
         deadLetterQueue: ingestQueue === INGEST_QUEUE ? DEAD_LETTER_QUEUE : `${ingestQueue}-dlq`,
         afterInsert: (rows) => limits.afterInsert(rows),

@@ -14,6 +14,8 @@ export interface IngestWorkerOptions {
   logger: Logger
   /** Jobs processed at the same time. */
   concurrency: number
+  /** BullMQ lockDuration and stalledInterval (default 30 s): how soon a crashed worker's jobs are taken over. */
+  lockMs?: number
   /** Queue names; tests use their own. */
   ingestQueue?: string
   deadLetterQueue?: string
@@ -87,6 +89,7 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
   }
   const worker = new Worker<IngestJobData>(options.ingestQueue ?? INGEST_QUEUE, processJob, {
     connection, prefix: QUEUE_PREFIX, concurrency: options.concurrency, maxStalledCount: MAX_STALLS,
+    lockDuration: options.lockMs ?? 30_000, stalledInterval: options.lockMs ?? 30_000,
   })
   worker.on('failed', (job, err) => {
     logger.warn({ err, jobId: job?.id, attemptsMade: job?.attemptsMade }, 'ingest batch attempt failed (retried with backoff while attempts remain)')

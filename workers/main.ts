@@ -46,7 +46,7 @@ const analytics = new AnalyticsService(store, systemClock, catalog)
 const limits = new LimitChecker({ redis, analytics, queue: (event) => notifications.limitReached(event), clock: systemClock, logger })
 const ingestConnection = connectRedis(config.redisUrl, 'metering-ingest', { blocking: true })
 const ingest = startIngestWorker({
-  connection: ingestConnection, sink: clickHouseEventSink(store), logger, concurrency: config.ingestConcurrency,
+  connection: ingestConnection, sink: clickHouseEventSink(store), logger, concurrency: config.ingestConcurrency, lockMs: config.ingestLockMs,
   afterInsert: (rows) => limits.afterInsert(rows),
 })
 const stopSweep = startHoldExpiry(redis, budgets, config.sweepIntervalMs || 5000, (err) => logger.error({ err }, 'hold expiry sweep failed'))
