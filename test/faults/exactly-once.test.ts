@@ -332,10 +332,15 @@ describe('exactly once under SIGKILL (real gateway and worker processes)', () =>
     return { seed, rng: prng(seed), log }
   }
 
-  test('worker SIGKILLed 5 times mid-drain and restarted: ClickHouse ends with exactly the N distinct events', async () => {
+  /**
+   * What both kill tests start from: a fresh world (redis, gateway, store, project, worker), N
+   * events each sent 1–3 times in shuffled requests, and the senders running up to the first
+   * kill point.
+   */
+  async function startRun(label: string) {
     const N = 2_000
     const KILLS = Number(process.env.FAULT_KILLS ?? 5)
-    const { rng, log } = seeded('worker kills')
+    const { rng, log } = seeded(label)
     const t0 = Date.now()
     world = new World()
     await world.start()
@@ -352,6 +357,11 @@ describe('exactly once under SIGKILL (real gateway and worker processes)', () =>
     client.gate = KILLS > 0 ? points[0]! + 1 : Infinity
     const sending = client.run(12)
     sending.catch(() => undefined)
+    return { N, KILLS, rng, log, t0, events, sumCents, ops, points, client, sending }
+  }
+
+  test('worker SIGKILLed 5 times mid-drain and restarted: ClickHouse ends with exactly the N distinct events', async () => {
+    const { N, KILLS, rng, log, t0, events, sumCents, ops, points, client, sending } = await startRun('worker kills')
 
     for (let k = 0; k < KILLS; k++) {
       // A random point: this many requests answered, then this many more rows written by this worker.
@@ -430,25 +440,7 @@ describe('exactly once under SIGKILL (real gateway and worker processes)', () =>
   }, 240_000)
 
   test('gateway SIGKILLed 5 times mid-request and restarted: every accepted event is in ClickHouse, once', async () => {
-    const N = 2_000
-    const KILLS = Number(process.env.FAULT_KILLS ?? 5)
-    const { rng, log } = seeded('gateway kills')
-    const t0 = Date.now()
-    world = new World()
-    await world.start()
-    await world.startGateway()
-    await world.openStore()
-    await world.createProject()
-    await world.startWorker()
-
-    const { events, sumCents } = makeEvents(rng, N)
-    const { ops, sends } = makeOps(rng, events)
-    log.push(`N=${N}, ${sends} sends in ${ops.length} requests`)
-    const points = killPoints(rng, ops.length, KILLS)
-    const client = new Client(world, ops)
-    client.gate = KILLS > 0 ? points[0]! + 1 : Infinity
-    const sending = client.run(12)
-    sending.catch(() => undefined)
+    const { N, KILLS, rng, log, t0, events, sumCents, ops, points, client, sending } = await startRun('gateway kills')
 
     for (let k = 0; k < KILLS; k++) {
       await waitFor(`request ${points[k]} answered`, () => client.done >= points[k]!, SEND_MS, { intervalMs: 2 })
