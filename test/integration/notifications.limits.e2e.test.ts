@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest'
 import { verifySignature } from '../../src/notifications/signature.js'
 import { startTestGateway, type TestGateway } from '../support/gateway.js'
 import { startReceiver, waitFor, type Receiver } from './notifications.receiver.js'
+import { untilQueuesIdle } from '../support/queues.js'
 
 const HOUR_MS = 3_600_000
 /** 2026-11-15 12:34 UTC; the subscription started 2026-11-01, monthly limits reset 2026-12-01. */
@@ -52,6 +53,9 @@ describe.each([['server'], ['embedded']] as const)('limit.reached, ClickHouse st
   let gw: TestGateway
   let dataDir: string
   beforeAll(async () => {
+    // Queues of this file alone, so that "idle" speaks of its own work only.
+    process.env.METERING_NOTIFICATIONS_QUEUE = `test-notifications-${kind}-${suffix}`
+    process.env.METERING_WEBHOOK_QUEUE = `test-webhooks-${kind}-${suffix}`
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'metering-limits-'))
     gw = await startTestGateway({
       clickhouse: 'on', clickhouseUrl: kind === 'server' ? inject('clickhouseUrl') : undefined, clickhouseDatabase: database, dataDir,
@@ -94,7 +98,7 @@ describe.each([['server'], ['embedded']] as const)('limit.reached, ClickHouse st
     gw.clock.advance(1)
     await drained('lc', 60)
     await waitFor('the other customer\'s notification', () => (ofProject().length >= 1 ? true : undefined))
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    await untilQueuesIdle(gw.redis, [`test-limits-${kind}-${suffix}`, process.env.METERING_NOTIFICATIONS_QUEUE!, process.env.METERING_WEBHOOK_QUEUE!]) // ingest, checks and deliveries done
     expect(ofProject().map((x) => JSON.parse(x.body).data.customerId)).toEqual(['other'])
 
     // 60 + 40 = 100: reached (at the limit counts).
@@ -125,7 +129,7 @@ describe.each([['server'], ['embedded']] as const)('limit.reached, ClickHouse st
     const { LimitChecker } = await import('../../src/notifications/limits.js')
     const again = new LimitChecker({ redis: gw.redis, analytics: gw.services.analytics, queue: async () => { throw new Error('must not queue') }, clock: gw.clock, logger: gw.logger })
     expect(await again.check(projectId, 'lc', 'tokens', gw.clock())).toBe(false)
-    await new Promise((resolve) => setTimeout(resolve, 500))
+    await untilQueuesIdle(gw.redis, [`test-limits-${kind}-${suffix}`, process.env.METERING_NOTIFICATIONS_QUEUE!, process.env.METERING_WEBHOOK_QUEUE!]) // ingest, checks and deliveries done
     const lc = ofProject().filter((x) => JSON.parse(x.body).data.customerId === 'lc')
     expect(lc).toHaveLength(1)
     expect(ofProject()).toHaveLength(2)

@@ -10,6 +10,7 @@ import { verifySignature } from '../../src/notifications/signature.js'
 import { expectIssue } from '../support/commonRoutes.js'
 import { startTestGateway, type TestGateway } from '../support/gateway.js'
 import { deadUrl, startReceiver, waitFor, type Receiver } from './notifications.receiver.js'
+import { untilQueuesIdle } from '../support/queues.js'
 
 const suffix = randomBytes(6).toString('hex')
 const ATTEMPTS = 4
@@ -125,7 +126,7 @@ describe('delivery', () => {
     expect(payload.id).toMatch(/^ntf_/)
     expect(typeof payload.createdAt).toBe('number')
     // One delivery; the endpoint subscribed to limit.reached only gets nothing.
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    await untilQueuesIdle(gw.redis, [process.env.METERING_NOTIFICATIONS_QUEUE!, process.env.METERING_WEBHOOK_QUEUE!]) // every delivery done
     expect(r.received).toHaveLength(1)
     expect(reachedOnly.received).toHaveLength(0)
   })
@@ -137,7 +138,7 @@ describe('delivery', () => {
     const hook = await ok('/v1/webhooks/upsert', { url: r.url, events: ['limit.crossed'] }, apiKey)
     await crossBudget(apiKey)
     await waitFor('the third attempt', () => (r.received.length >= 3 ? true : undefined))
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    await untilQueuesIdle(gw.redis, [process.env.METERING_NOTIFICATIONS_QUEUE!, process.env.METERING_WEBHOOK_QUEUE!]) // every delivery done
     expect(r.received).toHaveLength(3)
     const ids = new Set(r.received.map((x) => x.headers['x-metering-delivery']))
     expect(ids.size).toBe(1)
@@ -184,7 +185,7 @@ describe('delivery', () => {
     await ok('/v1/webhooks/upsert', { url: on.url, events: ['limit.crossed'] }, apiKey)
     await crossBudget(apiKey)
     await waitFor('the enabled endpoint', () => on.received[0])
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    await untilQueuesIdle(gw.redis, [process.env.METERING_NOTIFICATIONS_QUEUE!, process.env.METERING_WEBHOOK_QUEUE!]) // every delivery done
     expect(off.received).toHaveLength(0)
   })
 })

@@ -18,6 +18,7 @@ import { connectRedis } from '../../src/redis/connection.js'
 import { loadLibrary } from '../../src/redis/scripts.js'
 import { startIngestWorker, type IngestWorker } from '../../workers/ingest.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
+import { untilQueuesIdle } from '../support/queues.js'
 
 const logger = pino({ level: 'silent' })
 
@@ -112,7 +113,7 @@ describe('ingest worker', () => {
     expect(batch.results.every((x) => x.accepted)).toBe(true)
     r.startWorker()
     await until('751 rows arrive', async () => (await r.sink.rows()).length >= 751)
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    await untilQueuesIdle(r.workerConnection, [r.queues.ingestQueue]) // all jobs done: nothing more can arrive
     const rows = await r.sink.rows()
     expect(rows).toHaveLength(751)
     expect(new Set(rows.map((row) => row.event_id)).size).toBe(751)
@@ -160,7 +161,7 @@ describe('ingest worker', () => {
     for (const a of answers) expect(a.ok).toBe(true)
     r.startWorker()
     await until('60 rows arrive', async () => (await r.sink.rows()).length >= 60)
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    await untilQueuesIdle(r.workerConnection, [r.queues.ingestQueue]) // all jobs done: nothing more can arrive
     const rows = await r.sink.rows()
     expect(new Set(rows.map((row) => `${row.project_id}/${row.event_id}`)).size).toBe(60)
   })

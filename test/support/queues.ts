@@ -1,0 +1,23 @@
+// Waiting for background work to finish, instead of waiting for time: a queue is idle when no
+// job of it is waiting, active, delayed (a retry's backoff included) or otherwise pending.
+import { Queue } from 'bullmq'
+import { QUEUE_PREFIX } from '../../src/notifications/queue.js'
+import type { RedisClient } from '../../src/redis/scripts.js'
+
+export async function untilQueuesIdle(connection: RedisClient, names: string[], timeoutMs = 20_000): Promise<void> {
+  const queues = names.map((name) => new Queue(name, { connection: connection.duplicate(), prefix: QUEUE_PREFIX }))
+  try {
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      const counts = await Promise.all(queues.map((q) => q.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children')))
+      if (counts.every((c) => Object.values(c).every((n) => n === 0))) return
+      if (Date.now() > deadline) throw new Error(`queues ${names.join(', ')} not idle within ${timeoutMs} ms: ${JSON.stringify(counts)}`)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  } finally {
+    for (const q of queues) {
+      await q.close()
+      await (q.opts.connection as RedisClient).quit().catch(() => undefined)
+    }
+  }
+}
