@@ -17,6 +17,10 @@ command -v redis-cli >/dev/null 2>&1 || apt_pkgs+=(redis-tools)
 # unless CLICKHOUSE_URL is set.
 ch_server() { command -v clickhouse-server || ls /usr/sbin/clickhouse-server 2>/dev/null; }
 ch_server >/dev/null 2>&1 || apt_pkgs+=(clickhouse-server)
+# The browser tests (test/integration/payments.browser.test.ts) drive the
+# sandbox payment page in a headless Chromium through playwright-core (npm),
+# which downloads no browser of its own: they use Debian's /usr/bin/chromium.
+command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium)
 
 if ((${#apt_pkgs[@]} > 0)); then
   sudo=()
@@ -39,6 +43,7 @@ for bin in redis-server redis-cli; do
   command -v "$bin" >/dev/null 2>&1 || { echo "install.sh: $bin still not on PATH" >&2; exit 1; }
 done
 ch_server >/dev/null 2>&1 || { echo "install.sh: clickhouse-server still not installed" >&2; exit 1; }
+command -v chromium >/dev/null 2>&1 || { echo "install.sh: chromium still not on PATH" >&2; exit 1; }
 
 # --- npm packages -------------------------------------------------------------
 npm_flags=(--no-audit --no-fund --loglevel=error)
@@ -56,4 +61,4 @@ if [[ -f package-lock.json ]]; then
 else
   npm install "${npm_flags[@]}"
 fi
-echo "install.sh: ok ($(redis-server --version | grep -o 'v=[0-9.]*'), clickhouse-server $(dpkg-query -W -f='${Version}' clickhouse-server 2>/dev/null || echo '?'), node $(node --version))"
+echo "install.sh: ok ($(redis-server --version | grep -o 'v=[0-9.]*'), clickhouse-server $(dpkg-query -W -f='${Version}' clickhouse-server 2>/dev/null || echo '?'), chromium $(dpkg-query -W -f='${Version}' chromium 2>/dev/null || echo '?'), node $(node --version))"

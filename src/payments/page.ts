@@ -27,7 +27,7 @@ export function setupFormPage(options: {
   const field = (name: keyof CardForm, label: string, attrs: string, value = '') => {
     const error = errors[name]
     return `<label for="${name}">${escapeHtml(label)}</label>` +
-      `<input id="${name}" name="${name}" value="${escapeHtml(value)}" ${attrs}${error ? ' aria-invalid="true"' : ''}>` +
+      `<input id="${name}" name="${name}" value="${escapeHtml(value)}" ${attrs}${error ? ` aria-invalid="true" aria-describedby="${name}-error"` : ''}>` +
       (error ? `<div class="error" id="${name}-error">${escapeHtml(error)}</div>` : '')
   }
   const banner = Object.keys(errors).length > 0 ? `<div class="banner" role="alert">The card was not added: correct the fields below.</div>` : ''
