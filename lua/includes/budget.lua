@@ -14,7 +14,11 @@
 -- nexp is a lower bound of the open holds' expiresAt. Open holds are indexed by expiresAt in a
 -- sorted set; the purge index holds the hash fields to forget (closed holds and their
 -- idempotency records, charge and record idempotency records) by the time they may go.
--- KEYS of every budget script start with: 1 budget hash, 2 open-hold index, 3 purge index.
+-- KEYS of every budget script: 1 budget hash, 2 open-hold index, 3 purge index, 4 journal list.
+--
+-- Every movement (a hold settled, expired or released; a charge; a record) is also queued as a
+-- row of the ClickHouse table budget_journal and appended by saveBudget to the budget's journal
+-- list KEYS[4] = mg:{p/k}:journal (src/journal/README.md), atomically with the movement itself.
 --
 -- Scripts write nothing until saveBudget, at their end: they queue hash fields in b.writes and
 -- other commands in b.later. Redis does not roll back a script that fails part-way, so this is
@@ -33,6 +37,45 @@ end
 local function unpackHold(s)
   local state, hi, lo, exp, shi, slo = struct.unpack('<dddddd', s)
   return { state = state, hi = hi, lo = lo, exp = exp, shi = shi, slo = slo, idem = string.sub(s, 49) }
+end
+
+-- A money pair as canonical decimal text ("12.5", "0.00000001", "0"): units of 10^-8.
+local function moneyText(hi, lo)
+  local digits = (hi > 0) and string.format('%d%014d', hi, lo) or string.format('%d', lo)
+  if #digits < 9 then digits = string.rep('0', 9 - #digits) .. digits end
+  local frac = (string.gsub(string.sub(digits, -8), '0+$', ''))
+  if frac == '' then return string.sub(digits, 1, -9) end
+  return string.sub(digits, 1, -9) .. '.' .. frac
+end
+
+-- A JSON string. Most texts here (ids, budget keys, units) need no escaping: cjson only for the rest.
+local function jsonText(s)
+  if string.find(s, '[%z\1-\31"\\]') then return cjson.encode(s) end
+  return '"' .. s .. '"'
+end
+
+-- Queues a budget_journal row for saveBudget. The project and the budget key come from the
+-- hash tag of keys[1] (mg:{<project>/<key>}:b; project ids have no '/', budget keys no '}' and
+-- no '#'), so no script needs more arguments for it. movement_id is `<key>#<kind>:<ref>`:
+-- unique within the project (a budget key cannot contain '#') and the same for the same
+-- movement, since ref is the hold id (each hold closes once) or, for charge and record, the
+-- idempotency key and the time of the call (a key may be used again once its record is
+-- forgotten, and that is another movement; a replay writes no row at all).
+local function journalMovement(b, keys, kind, holdId, ref, uh, ul, ts, idem)
+  local key = keys[1]
+  if b.journal == nil then
+    b.jlist = keys[4]
+    local project, budgetKey = string.match(key, '^mg:{([^/]*)/(.*)}:b$')
+    b.journal = {}
+    -- The row's constant head and tail for this call: project, budget key, unit.
+    b.jhead = 'budget_journal\t{"project_id":' .. jsonText(project) .. ',"budget_key":' .. jsonText(budgetKey)
+      .. ',"movement_id":' .. string.sub(jsonText(budgetKey), 1, -2)
+    b.junit = ',"unit":' .. jsonText(redis.call('HGET', key, 'unit') or '')
+  end
+  b.journal[#b.journal + 1] = b.jhead .. string.sub(jsonText('#' .. kind .. ':' .. ref), 2)
+    .. ',"kind":"' .. kind .. '","hold_id":"' .. holdId .. '","amount":"' .. moneyText(uh, ul)
+    .. '","ts_ms":' .. int(ts) .. b.junit .. ',"idempotency_key":' .. jsonText(idem) .. '}'
+  b.dirty = true
 end
 
 -- Reads the budget and, in the same HMGET, one more field (a hold, an idempotency record, or
@@ -96,6 +139,8 @@ local function closeHold(b, keys, id, h, state, uh, ul, usedAt, now, retentionMs
   b.writes[#b.writes + 1] = 'h' .. id
   b.writes[#b.writes + 1] = packHold(h)
   b.closed[id] = h
+  local kind = (state == SETTLED and 'settle') or (state == EXPIRED and 'expiry') or 'release'
+  journalMovement(b, keys, kind, 'h_' .. id, 'h_' .. id, uh or 0, ul or 0, usedAt or now, h.idem)
   local purgeAt = int(now + retentionMs)
   if h.idem ~= '' then
     b.later[#b.later + 1] = { 'ZADD', keys[3], purgeAt, 'h' .. id, purgeAt, 'i:' .. h.idem }
@@ -142,7 +187,9 @@ local function saveBudget(b, key)
   w[#w + 1] = struct.pack('<' .. string.rep('d', #st), unpack(st))
   redis.call('HSET', key, unpack(w))
   for _, command in ipairs(b.later) do redis.call(unpack(command)) end
-  b.dirty, b.writes, b.later = false, {}, {}
+  -- KEYS[4] of every budget script: the journal list, mg:{p/k}:journal (same tag, same slot).
+  if b.journal ~= nil then redis.call('RPUSH', b.jlist, unpack(b.journal)) end
+  b.dirty, b.writes, b.later, b.journal = false, {}, {}, nil
 end
 
 -- Reply: { status, s1..s8 (the operation's own values), cfg, held hi, held lo,

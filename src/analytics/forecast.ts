@@ -40,6 +40,8 @@ export interface ForecastLimit {
   resetsAt?: number | null
   /** The limit's id, for the sentence. */
   id?: string
+  /** For a budget's limit: the budget's key. */
+  budgetKey?: string
 }
 
 export interface ForecastInput {
@@ -47,6 +49,11 @@ export interface ForecastInput {
   now: number
   horizonDays?: number
   limit?: ForecastLimit
+  /**
+   * The limits of the customer's budget for the feature (service.ts budgetLimits): the answer
+   * names the tightest one, the one used up first at the projected rate, as `budget`.
+   */
+  budgetLimits?: ForecastLimit[]
   periodKey?: string
   /** Only used to word the answer ("usage of api-calls …"). */
   featureSlug?: string
@@ -55,6 +62,7 @@ export interface ForecastInput {
 export interface ForecastLimitResult {
   kind: 'entitlement' | 'budget'
   id?: string
+  budgetKey?: string
   window?: string
   amount: number
   used: number
@@ -78,9 +86,11 @@ export interface ForecastResult {
   baselineUsage: number
   trendPerDay: number
   periodKey?: string
-  /** Present only when a limit was given. */
+  /** Present only when a limit or budget was given: the earliest of limit.exhaustsAt and budget.exhaustsAt. */
   exhaustsAt?: number | null
   limit?: ForecastLimitResult
+  /** The tightest limit of the customer's budget for the feature, when budgetLimits were given. */
+  budget?: ForecastLimitResult
 }
 
 /** Rounds to 2 decimals, half away from zero, on the decimal value as printed (1.005 → 1.01); never -0. */
@@ -357,51 +367,99 @@ export function forecastUsage(input: ForecastInput): ForecastResult {
   }
   if (input.periodKey !== undefined) result.periodKey = input.periodKey
 
-  // 6. The limit, when there is one: when is it used up at the projected rate?
+  // 6. The limit and the budget, when there are: when is each used up at the projected rate?
+  const latest = [...input.dailyCumulative]
+    .filter((d) => Number.isFinite(d.dayStartMs) && Number.isFinite(d.cumulative) && d.dayStartMs <= now)
+    .sort((a, b) => a.dayStartMs - b.dayStartMs || a.cumulative - b.cumulative)
+    .at(-1)
+  const context: LimitContext = { f, now, windowTo: window.to, horizonDays, observedDays, latestCumulative: latest?.cumulative ?? 0 }
+  const sentences: string[] = []
+  const exhaustions: (number | null)[] = []
   if (input.limit) {
-    const lim = input.limit
-    const latest = [...input.dailyCumulative]
-      .filter((d) => Number.isFinite(d.dayStartMs) && Number.isFinite(d.cumulative) && d.dayStartMs <= now)
-      .sort((a, b) => a.dayStartMs - b.dayStartMs || a.cumulative - b.cumulative)
-      .at(-1)
-    const usedAmount = lim.used ?? latest?.cumulative ?? 0
-    const remaining = lim.amount - usedAmount
-    let exhaustsAt = remaining <= 0 ? now : observedDays === 0 ? null : exhaustion(f, remaining, now, window.to)
-    const resetsFirst = exhaustsAt !== null && remaining > 0 && lim.resetsAt != null && lim.resetsAt <= exhaustsAt
-    if (resetsFirst) exhaustsAt = null
-    const horizonEnd = window.to + horizonDays * DAY_MS
-    const within = exhaustsAt !== null && exhaustsAt <= horizonEnd
-    const name = `${lim.kind === 'budget' ? 'budget' : 'entitlement'} limit${lim.id ? ` ${lim.id}` : ''}` +
-      `${lim.window ? ` (${lim.window})` : ''} of ${fmt(lim.amount)}`
+    const outcome = limitOutcome(input.limit, context)
+    sentences.push(outcome.sentence)
+    nextActions.push(...outcome.nextActions)
+    result.limit = outcome.result
+    exhaustions.push(outcome.result.exhaustsAt)
+  }
+  if (input.budgetLimits && input.budgetLimits.length > 0) {
+    // The tightest: used up first (never last), then the least remaining.
+    const outcomes = input.budgetLimits.map((lim) => limitOutcome(lim, context))
+    const key = (o: LimitOutcome) => o.result.exhaustsAt ?? Infinity
+    const tightest = outcomes.reduce((a, b) => (key(b) < key(a) || (key(b) === key(a) && b.result.remaining < a.result.remaining) ? b : a))
+    sentences.push(tightest.sentence)
+    nextActions.push(...tightest.nextActions)
+    result.budget = tightest.result
+    exhaustions.push(tightest.result.exhaustsAt)
+  }
+  if (exhaustions.length > 0) {
+    const known = exhaustions.filter((x): x is number => x !== null)
+    result.exhaustsAt = known.length > 0 ? Math.min(...known) : null
+    result.answer = [answer, ...sentences].join(' ')
+  }
+  return result
+}
 
-    let sentence: string
-    if (remaining <= 0) {
-      sentence = `The ${name} is already used up (${fmt(usedAmount)} used).`
+interface LimitContext {
+  f: ReturnType<typeof fit>
+  now: number
+  windowTo: number
+  horizonDays: number
+  observedDays: number
+  /** The latest cumulative value given (today included): the default of `used`. */
+  latestCumulative: number
+}
+
+interface LimitOutcome {
+  sentence: string
+  nextActions: string[]
+  result: ForecastLimitResult
+}
+
+/** When one limit is used up at the projected rate, in a sentence and as figures (README "Limits"). */
+function limitOutcome(lim: ForecastLimit, c: LimitContext): LimitOutcome {
+  const { f, now, horizonDays, observedDays } = c
+  const usedAmount = lim.used ?? c.latestCumulative
+  const remaining = lim.amount - usedAmount
+  let exhaustsAt = remaining <= 0 ? now : observedDays === 0 ? null : exhaustion(f, remaining, now, c.windowTo)
+  const resetsFirst = exhaustsAt !== null && remaining > 0 && lim.resetsAt != null && lim.resetsAt <= exhaustsAt
+  if (resetsFirst) exhaustsAt = null
+  const horizonEnd = c.windowTo + horizonDays * DAY_MS
+  const within = exhaustsAt !== null && exhaustsAt <= horizonEnd
+  const owner = lim.kind === 'budget' ? (lim.budgetKey !== undefined ? `budget ${lim.budgetKey}` : 'budget') : 'entitlement'
+  const name = `${owner} limit${lim.id ? ` ${lim.id}` : ''}${lim.window ? ` (${lim.window})` : ''} of ${fmt(lim.amount)}`
+
+  const nextActions: string[] = []
+  let sentence: string
+  if (remaining <= 0) {
+    sentence = `The ${name} is already used up (${fmt(usedAmount)} used).`
+    nextActions.push(
+      lim.kind === 'budget' ? 'Raise the budget limit or wait for its window to reset: usage is being denied or passes the limit.' : "Upgrade the customer's plan or grant more: the entitlement limit is used up.",
+    )
+  } else if (exhaustsAt !== null) {
+    sentence = `At the projected rate the ${name} (${fmt(remaining)} left) is used up around ${dateTime(exhaustsAt)}` +
+      `${within ? `, within the ${horizonDays}-day forecast` : ''}.`
+    if (within) {
       nextActions.push(
-        lim.kind === 'budget' ? 'Raise the budget limit or wait for its window to reset: usage is being denied or passes the limit.' : "Upgrade the customer's plan or grant more: the entitlement limit is used up.",
+        lim.kind === 'budget'
+          ? `Raise the budget limit or reduce usage before ${dateTime(exhaustsAt)}.`
+          : `Upgrade the customer's plan or grant more before ${dateTime(exhaustsAt)}.`,
       )
-    } else if (exhaustsAt !== null) {
-      sentence = `At the projected rate the ${name} (${fmt(remaining)} left) is used up around ${dateTime(exhaustsAt)}` +
-        `${within ? `, within the ${horizonDays}-day forecast` : ''}.`
-      if (within) {
-        nextActions.push(
-          lim.kind === 'budget'
-            ? `Raise the budget limit or reduce usage before ${dateTime(exhaustsAt)}.`
-            : `Upgrade the customer's plan or grant more before ${dateTime(exhaustsAt)}.`,
-        )
-      }
-    } else if (resetsFirst) {
-      sentence = `At the projected rate the ${name} (${fmt(remaining)} left) resets at ${dateTime(lim.resetsAt as number)} before it is used up.`
-    } else if (observedDays === 0) {
-      sentence = `When the ${name} (${fmt(remaining)} left) is used up cannot be estimated without usage data.`
-    } else {
-      sentence = `At the projected rate the ${name} (${fmt(remaining)} left) is not used up within ${MAX_EXHAUSTION_DAYS} days.`
     }
-    result.answer = `${answer} ${sentence}`
-    result.exhaustsAt = exhaustsAt
-    result.limit = {
+  } else if (resetsFirst) {
+    sentence = `At the projected rate the ${name} (${fmt(remaining)} left) resets at ${dateTime(lim.resetsAt as number)} before it is used up.`
+  } else if (observedDays === 0) {
+    sentence = `When the ${name} (${fmt(remaining)} left) is used up cannot be estimated without usage data.`
+  } else {
+    sentence = `At the projected rate the ${name} (${fmt(remaining)} left) is not used up within ${MAX_EXHAUSTION_DAYS} days.`
+  }
+  return {
+    sentence,
+    nextActions,
+    result: {
       kind: lim.kind,
       ...(lim.id !== undefined ? { id: lim.id } : {}),
+      ...(lim.budgetKey !== undefined ? { budgetKey: lim.budgetKey } : {}),
       ...(lim.window !== undefined ? { window: lim.window } : {}),
       amount: lim.amount,
       used: usedAmount,
@@ -409,7 +467,6 @@ export function forecastUsage(input: ForecastInput): ForecastResult {
       ...(lim.resetsAt !== undefined ? { resetsAt: lim.resetsAt } : {}),
       exhaustsAt,
       exhaustsWithinHorizon: within,
-    }
+    },
   }
-  return result
 }

@@ -88,6 +88,7 @@ export const ForecastLimitSchema = Type.Object(
   {
     kind: LimitKindSchema,
     id: Type.Optional(Type.String()),
+    budgetKey: Type.Optional(Type.String({ description: "For a budget's limit: the budget's key (`<customer_id>/<feature_slug>`, or `<customer_id>` when its unit is the feature's slug)." })),
     window: Type.Optional(Type.String()),
     amount: Type.Number({ description: "The limit's amount in usage units." }),
     used: Type.Number({ description: 'Usage already counted against it.' }),
@@ -132,8 +133,9 @@ export const UsageForecastResponseSchema = Type.Object(
     baselineUsage: Statistic('Mean daily usage over the observed days, 2 decimals.'),
     trendPerDay: Statistic('Least-squares slope of daily usage over the day index, 2 decimals.'),
     periodKey: Type.Optional(Type.String()),
-    exhaustsAt: Type.Optional(Type.Union([EpochMs(), Type.Null()], { description: 'limit.exhaustsAt, when the customer has a limit for the feature.' })),
+    exhaustsAt: Type.Optional(Type.Union([EpochMs(), Type.Null()], { description: 'The earliest of limit.exhaustsAt and budget.exhaustsAt, when the customer has a limit or a budget for the feature.' })),
     limit: Type.Optional(ForecastLimitSchema),
+    budget: Type.Optional(ForecastLimitSchema),
   },
   { description: "A forecast of a customer's usage of a feature (spec 4.11)." },
 )

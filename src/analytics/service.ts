@@ -1,6 +1,7 @@
 import { rate } from '../billing/rating.js'
 import { FOREVER_MS, cycleAt } from '../catalog/cycles.js'
 import type { Entitlement } from '../catalog/schemas.js'
+import type { BudgetService } from '../budgets/service.js'
 import type { CatalogService } from '../catalog/service.js'
 import type { ClickHouseStore } from '../clickhouse/store.js'
 import type { Clock } from '../clock.js'
@@ -12,6 +13,8 @@ import { horizonDaysOf, type UsageForecastRequest, type UsageForecastResponse, t
 import { shapeUsageRows, usageWindow, type PricedUsage } from './usage.js'
 
 const HOUR_MS = 3_600_000
+/** Budget keys as POST /v1/budgets/upsert takes them (src/http/schemas.ts BudgetKey). */
+const BUDGET_KEY = /^[A-Za-z0-9][A-Za-z0-9:/_.@-]*$/
 
 /** A customer's entitlement limit for a feature in the period holding `now`, with the period's usage so far. */
 export type EntitlementLimit = ForecastLimit & { kind: 'entitlement'; id: string; amount: number; used: number; window: string; resetsAt: number | null }
@@ -26,7 +29,34 @@ export class AnalyticsService {
     private readonly store: ClickHouseStore | undefined,
     private readonly clock: Clock,
     private readonly catalog: CatalogService,
+    /** Budgets the forecast looks at (budgetLimits); none without. */
+    private readonly budgets?: BudgetService,
   ) {}
+
+  /**
+   * The limits of the customer's budget for a feature, as forecast limits. A budget has no
+   * customer or feature of its own, so the relation is by key: the budget whose key is
+   * `<customerId>/<featureSlug>` (that feature's budget for that customer, counted in the
+   * feature's usage units), else the budget `<customerId>` when its `unit` is the feature's slug.
+   * Its hard limits (all its limits when it has none); `used` = consumed + held (what the budget
+   * counts against each limit now), `resetsAt` = the end of the limit's current period.
+   */
+  async budgetLimits(projectId: string, customerId: string, featureSlug: string): Promise<ForecastLimit[]> {
+    if (!this.budgets) return []
+    const candidates: [key: string, unitMustBe?: string][] = [[`${customerId}/${featureSlug}`], [customerId, featureSlug]]
+    for (const [key, unitMustBe] of candidates) {
+      if (!BUDGET_KEY.test(key) || key.length > 128) continue
+      const got = await this.budgets.get(projectId, key)
+      if (!got.ok || (unitMustBe !== undefined && got.value.unit !== unitMustBe)) continue
+      const limits = got.value.balance.limits
+      const hard = limits.filter((l) => l.enforce === 'hard')
+      return (hard.length > 0 ? hard : limits).map((l) => ({
+        kind: 'budget', budgetKey: key, id: l.id, window: l.window,
+        amount: Number(l.amount), used: Number(l.amount) - Number(l.remaining), resetsAt: l.resetsAt,
+      }))
+    }
+    return []
+  }
 
   /**
    * Per-feature usage of a customer with `from ≤ ts_ms < to`, exact to the millisecond: whole
@@ -113,7 +143,8 @@ export class AnalyticsService {
    * The forecast of DESIGN.md over the 14 UTC days before today: the daily aggregates of the
    * feature, accumulated into the cumulative series (days between two days with usage count as
    * zero-usage days), then forecastUsage(), with the customer's entitlement limit for the feature
-   * when there is one (entitlementLimit), so the answer says when it runs out.
+   * when there is one (entitlementLimit) and its budget for the feature (budgetLimits), so the
+   * answer says when each runs out.
    */
   async forecast(projectId: string, body: UsageForecastRequest): Promise<Result<UsageForecastResponse>> {
     const now = this.clock()
@@ -122,7 +153,10 @@ export class AnalyticsService {
       ? await dailyUsageOfFeature(this.store, { projectId, customerId: body.customer_id, featureSlug: body.feature_slug, fromMs: from, toMs: to })
       : []
     const dailyCumulative = accumulateDaily(days.map((d) => ({ dayStartMs: Date.parse(`${d.day}T00:00:00Z`), usage: Number(d.usage) })))
-    const limit = await this.entitlementLimit(projectId, body.customer_id, body.feature_slug, now)
+    const [limit, budgetLimits] = await Promise.all([
+      this.entitlementLimit(projectId, body.customer_id, body.feature_slug, now),
+      this.budgetLimits(projectId, body.customer_id, body.feature_slug),
+    ])
     const result = forecastUsage({
       dailyCumulative,
       now,
@@ -130,6 +164,7 @@ export class AnalyticsService {
       featureSlug: body.feature_slug,
       ...(body.period_key === undefined ? {} : { periodKey: body.period_key }),
       ...(limit ? { limit } : {}),
+      ...(budgetLimits.length > 0 ? { budgetLimits } : {}),
     })
     return success({ ...result, project_id: projectId, customer_id: body.customer_id, feature_slug: body.feature_slug })
   }

@@ -1,3 +1,5 @@
+import { journalKey } from '../journal/keys.js'
+
 /**
  * Every Redis key of a budget, built in one place. All carry the hash tag `{project/budget}`,
  * so each script's keys sit in one Cluster slot and the scripts run unchanged on a Cluster.
@@ -9,6 +11,8 @@ export interface BudgetKeys {
   open: string
   /** Hash fields (closed holds, idempotency records) by the time they may be forgotten. */
   purge: string
+  /** The journal outbox list of the budget's movements (src/journal/README.md). */
+  journal: string
 }
 
 const PREFIX = 'mg:'
@@ -18,7 +22,7 @@ export function budgetTag(projectId: string, budgetKey: string): string {
 }
 
 export function budgetKeys(tag: string): BudgetKeys {
-  return { budget: `${PREFIX}${tag}:b`, open: `${PREFIX}${tag}:x`, purge: `${PREFIX}${tag}:d` }
+  return { budget: `${PREFIX}${tag}:b`, open: `${PREFIX}${tag}:x`, purge: `${PREFIX}${tag}:d`, journal: journalKey(tag) }
 }
 
 /** Patterns the expiry sweep scans for: budgets with open holds, or closed holds to purge. */

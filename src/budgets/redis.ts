@@ -5,12 +5,12 @@ import type { Enforce, Window } from './types.js'
 
 /** Storage adapter: one script per function. Every function is one round trip to Redis. */
 const scripts = {
-  upsert: new Script('upsertBudget-3'),
-  get: new Script('getBudget-3'),
-  authorize: new Script('authorizeHold-3'),
-  settle: new Script('settleHold-3'),
-  charge: new Script('chargeBudget-3'),
-  expire: new Script('expireHolds-3'),
+  upsert: new Script('upsertBudget-4'),
+  get: new Script('getBudget-4'),
+  authorize: new Script('authorizeHold-4'),
+  settle: new Script('settleHold-4'),
+  charge: new Script('chargeBudget-4'),
+  expire: new Script('expireHolds-4'),
 }
 export const budgetScripts: readonly Script[] = Object.values(scripts)
 
@@ -100,12 +100,12 @@ export async function upsertBudget(
   const k = budgetKeys(tag)
   const args: (string | number)[] = [nowMs, retentionMs, config.unit, config.defaultTtlMs, config.maxTtlMs, config.closesAt ?? '', config.limits.length]
   for (const l of config.limits) args.push(l.id, l.window, l.enforce, l.anchor ?? '', ...pairArgs(l.amount))
-  return readSnapshot(await scripts.upsert.run(redis, [k.budget, k.open, k.purge], args))
+  return readSnapshot(await scripts.upsert.run(redis, [k.budget, k.open, k.purge, k.journal], args))
 }
 
 export async function getBudget(redis: RedisClient, tag: string, nowMs: number, retentionMs: number): Promise<Snapshot> {
   const k = budgetKeys(tag)
-  return readSnapshot(await scripts.get.run(redis, [k.budget, k.open, k.purge], [nowMs, retentionMs]))
+  return readSnapshot(await scripts.get.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs]))
 }
 
 export async function authorizeHold(
@@ -113,7 +113,7 @@ export async function authorizeHold(
   amount: bigint, ttlMs: number | undefined, requestKey: string,
 ): Promise<Snapshot> {
   const k = budgetKeys(tag)
-  return readSnapshot(await scripts.authorize.run(redis, [k.budget, k.open, k.purge], [nowMs, ...pairArgs(amount), ttlMs ?? '', retentionMs, requestKey]))
+  return readSnapshot(await scripts.authorize.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, ...pairArgs(amount), ttlMs ?? '', retentionMs, requestKey]))
 }
 
 export async function closeHold(
@@ -122,7 +122,7 @@ export async function closeHold(
 ): Promise<Snapshot> {
   const k = budgetKeys(tag)
   const args = [nowMs, holdNumber, action, ...pairArgs(usage), retentionMs]
-  return readSnapshot(await scripts.settle.run(redis, [k.budget, k.open, k.purge], args))
+  return readSnapshot(await scripts.settle.run(redis, [k.budget, k.open, k.purge, k.journal], args))
 }
 
 export async function chargeBudget(
@@ -130,10 +130,10 @@ export async function chargeBudget(
   amount: bigint, mode: 'charge' | 'record', requestKey: string,
 ): Promise<Snapshot> {
   const k = budgetKeys(tag)
-  return readSnapshot(await scripts.charge.run(redis, [k.budget, k.open, k.purge], [nowMs, ...pairArgs(amount), mode, retentionMs, requestKey]))
+  return readSnapshot(await scripts.charge.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, ...pairArgs(amount), mode, retentionMs, requestKey]))
 }
 
 export async function expireHolds(redis: RedisClient, tag: string, nowMs: number, retentionMs: number, max: number): Promise<Snapshot> {
   const k = budgetKeys(tag)
-  return readSnapshot(await scripts.expire.run(redis, [k.budget, k.open, k.purge], [nowMs, retentionMs, max]))
+  return readSnapshot(await scripts.expire.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs, max]))
 }

@@ -23,10 +23,14 @@ export interface JournalRow {
   project_id: string
   budget_key: string
   movement_id: string
-  kind: 'settle' | 'charge' | 'record' | 'expiry'
+  kind: 'settle' | 'charge' | 'record' | 'expiry' | 'release'
   hold_id: string
   /** Decimal string, as the budgets path formats amounts. */
   amount: string
+  /** The budget's unit (migration 4; '' before). */
+  unit?: string
+  /** The idempotency key of the charge or record, or of the authorize that made the hold (migration 4). */
+  idempotency_key?: string
   ts_ms: number
 }
 
@@ -86,7 +90,24 @@ export function insertJournalOnce(
   )
 }
 
-async function insertOnce<R extends { ts_ms: number }>(
+/**
+ * The generic form for the journal outbox (src/journal/): rows of any table whose rows carry
+ * `project_id` and an id column unique within the project (`movement_id`, `event_id`), written
+ * with `inserted_at` = now. Rows already stored (same project_id and id) and repeats inside the
+ * batch are skipped; when every row has a numeric `ts_ms`, the lookup is pruned to its range.
+ */
+export function insertOnceById(
+  store: ClickHouseStore,
+  table: string,
+  idColumn: string,
+  rows: ReadonlyArray<Record<string, unknown>>,
+  options: InsertOnceOptions = {},
+): Promise<InsertOnceResult> {
+  const insertedAt = dateTimeUtc(options.nowMs ?? Date.now())
+  return insertOnce(store, sqlIdent(table), ['project_id', sqlIdent(idColumn)], rows, (r) => ({ ...r, inserted_at: insertedAt }), options)
+}
+
+async function insertOnce<R extends { ts_ms?: unknown }>(
   store: ClickHouseStore,
   table: string,
   key: readonly (keyof R & string)[],
@@ -117,6 +138,7 @@ async function insertOnce<R extends { ts_ms: number }>(
     for (let i = 0; i < group.length; ) {
       let lo = Infinity
       let hi = -Infinity
+      let ranged = true
       let chars = 0
       const ids: string[] = []
       for (; i < group.length && chars < LOOKUP_SQL_CHARS; i++) {
@@ -124,14 +146,17 @@ async function insertOnce<R extends { ts_ms: number }>(
         const lit = sqlLiteral(r[last] as string)
         ids.push(lit)
         chars += lit.length + 2
-        lo = Math.min(lo, r.ts_ms)
-        hi = Math.max(hi, r.ts_ms)
+        if (typeof r.ts_ms !== 'number') ranged = false
+        else {
+          lo = Math.min(lo, r.ts_ms)
+          hi = Math.max(hi, r.ts_ms)
+        }
       }
       // The ts_ms range lets ClickHouse skip partitions: a retried row
       // carries the same ts_ms as the stored one.
       const found = await store.query<Record<string, string>>(
         `SELECT ${key.join(', ')} FROM ${db}.${table} ` +
-          `WHERE ${where}${where === '' ? '' : ' AND '}ts_ms >= ${lo} AND ts_ms <= ${hi} AND ${last} IN (${ids.join(', ')})`,
+          `WHERE ${where}${where === '' ? '' : ' AND '}${ranged ? `ts_ms >= ${lo} AND ts_ms <= ${hi} AND ` : ''}${last} IN (${ids.join(', ')})`,
       )
       for (const f of found) fresh.delete(JSON.stringify(key.map((k) => f[k])))
     }

@@ -14,7 +14,35 @@ import type { ClickHouseStore } from './store.js'
 export interface Migration {
   version: number
   name: string
-  statements: (db: string) => string[]
+  statements: (db: string) => (string | GuardedStatement)[]
+}
+
+/**
+ * A statement 18.16 cannot make idempotent itself (it has no `ADD COLUMN IF NOT EXISTS`): it is
+ * skipped when `unless` (a SELECT) returns a row, and a failure is ignored if `unless` returns
+ * one afterwards (another gateway ran it at the same time).
+ */
+export interface GuardedStatement {
+  sql: string
+  unless: string
+}
+
+/** ALTER TABLE … ADD COLUMN, run only when the column is missing. */
+export function addColumn(db: string, table: string, column: string, definition: string): GuardedStatement {
+  return {
+    sql: `ALTER TABLE ${db}.${table} ADD COLUMN ${column} ${definition}`,
+    unless: `SELECT name FROM system.columns WHERE database = '${db}' AND table = '${table}' AND name = '${column}'`,
+  }
+}
+
+async function run(store: ClickHouseStore, statement: string | GuardedStatement): Promise<void> {
+  if (typeof statement === 'string') return store.exec(statement)
+  if ((await store.query(statement.unless)).length > 0) return
+  try {
+    await store.exec(statement.sql)
+  } catch (err) {
+    if ((await store.query(statement.unless)).length === 0) throw err
+  }
 }
 
 /** Month partition of an epoch-ms column, in UTC. */
@@ -107,6 +135,81 @@ export const migrations: readonly Migration[] = [
       GROUP BY project_id, customer_id, feature_slug, day`,
     ],
   },
+  {
+    version: 4,
+    name: 'budget_journal: unit and idempotency_key',
+    // Filled by the journal outbox (src/journal/); rows written before are ''.
+    statements: (db) => [
+      addColumn(db, 'budget_journal', 'unit', "String DEFAULT '' AFTER amount"),
+      addColumn(db, 'budget_journal', 'idempotency_key', "String DEFAULT '' AFTER unit"),
+    ],
+  },
+  {
+    version: 5,
+    name: 'wallet_journal',
+    // Every wallet movement (src/wallet/README.md), pushed by the wallet and run scripts through
+    // the journal outbox. amount: the integer at ledger scale 8, as text (exact past 2^53).
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.wallet_journal (
+        project_id String,
+        customer_id String,
+        movement_id String,
+        kind String,
+        source String,
+        credit_id String,
+        amount String,
+        currency String,
+        run_id String,
+        invoice_id String,
+        reference String,
+        ts_ms UInt64,
+        inserted_at DateTime('UTC')
+      ) ENGINE = ReplacingMergeTree
+      PARTITION BY ${month('ts_ms')}
+      ORDER BY (project_id, customer_id, movement_id)`,
+    ],
+  },
+  {
+    version: 6,
+    name: 'invoice_lines',
+    // One row per invoice line (src/invoices/README.md), pushed by lua/finalizeInvoice-3.lua
+    // through the journal outbox; movement_id is the line's entry_id. Money: integers at ledger
+    // scale 8 as text (exact past 2^53); quantity: decimal text.
+    statements: (db) => [
+      `CREATE TABLE IF NOT EXISTS ${db}.invoice_lines (
+        project_id String,
+        movement_id String,
+        invoice_id String,
+        customer_id String,
+        subscription_id String,
+        statement_key String,
+        line_no UInt32,
+        kind String,
+        feature_slug String,
+        description String,
+        quantity String,
+        amount String,
+        amount_due String,
+        amount_paid String,
+        amount_included String,
+        collectable UInt8,
+        settlement_source String,
+        settlement_status String,
+        wallet_credit_id String,
+        wallet_credit_source String,
+        wallet_id String,
+        currency String,
+        invoice_status String,
+        cycle_start_at UInt64,
+        statement_start_at UInt64,
+        statement_end_at UInt64,
+        ts_ms UInt64,
+        inserted_at DateTime('UTC')
+      ) ENGINE = ReplacingMergeTree
+      PARTITION BY ${month('ts_ms')}
+      ORDER BY (project_id, invoice_id, movement_id)`,
+    ],
+  },
 ]
 
 export interface MigrateResult {
@@ -132,7 +235,7 @@ export async function migrate(store: ClickHouseStore, list: readonly Migration[]
   const applied: number[] = []
   for (const m of [...list].sort((a, b) => a.version - b.version)) {
     if (done.has(m.version)) continue
-    for (const statement of m.statements(db)) await store.exec(statement)
+    for (const statement of m.statements(db)) await run(store, statement)
     await store.insert(`${db}.schema_migrations`, [{ version: m.version, name: m.name, applied_at: dateTimeUtc(Date.now()) }])
     applied.push(m.version)
     done.add(m.version)

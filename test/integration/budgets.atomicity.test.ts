@@ -33,8 +33,8 @@ test('an authorize that fails after applying an expiry in memory writes nothing;
   const before = await rawState(tag)
   const k = budgetKeys(tag)
   // An amount that is not a number makes the script fail after touchBudget expired h_1 in memory.
-  const broken = new Script('authorizeHold-3')
-  await expect(broken.run(redis, [k.budget, k.open, k.purge], [clock(), 'not-a-number', '0', '', 86_400_000, 'z'])).rejects.toThrow()
+  const broken = new Script('authorizeHold-4')
+  await expect(broken.run(redis, [k.budget, k.open, k.purge, k.journal], [clock(), 'not-a-number', '0', '', 86_400_000, 'z'])).rejects.toThrow()
   expect(await rawState(tag)).toEqual(before)
   expect(await redis.hexists(k.budget, 'i:z')).toBe(0)
 

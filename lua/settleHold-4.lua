@@ -1,6 +1,6 @@
 --[[
   Settles or releases a hold.
-  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index
+  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index, KEYS[4] journal outbox list
   ARGV[1] nowMs, ARGV[2] hold number, ARGV[3] 'settle' | 'release',
   ARGV[4] final usage hi, ARGV[5] final usage lo (settle only), ARGV[6] retentionMs
   Returns { 'budget_not_found' } or a budget reply whose status is

@@ -3,13 +3,13 @@
   A charge is immediate consumption and is denied when a hard limit cannot take it (and on a
   closed budget); a record reports usage after the fact and is never denied, the only way
   past a hard limit.
-  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index
+  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index, KEYS[4] journal outbox list
   ARGV[1] nowMs, ARGV[2] amount hi, ARGV[3] amount lo, ARGV[4] 'charge' | 'record',
   ARGV[5] retentionMs, ARGV[6] idempotency key
   Returns { 'budget_not_found' } or a budget reply whose status is
   ok | replayed | idempotency_conflict | budget_closed | budget_exceeded.
   Only ok writes an idempotency record (field i:<key>: 2 charge or 3 record, amount hi, lo),
-  forgotten after the retention.
+  forgotten after the retention. ok also appends a budget_journal row (kind charge | record).
 ]]
 --@include money
 --@include window
@@ -43,6 +43,7 @@ if mode == 'charge' then
 end
 
 consume(b, ah, al, nil)
+journalMovement(b, KEYS, mode, '', int(now) .. ':' .. idem, ah, al, now, idem)
 b.writes[#b.writes + 1] = 'i:' .. idem
 b.writes[#b.writes + 1] = struct.pack('<ddd', op, ah, al)
 b.later[#b.later + 1] = { 'ZADD', KEYS[3], int(now + retention), 'i:' .. idem }

@@ -2,7 +2,7 @@
   The background sweep's step for one budget: settles, at their full amount, up to ARGV[3]
   open holds whose deadline has passed, and forgets the records (closed holds, idempotency
   records) whose retention is over.
-  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index
+  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index, KEYS[4] journal outbox list
   ARGV[1] nowMs, ARGV[2] retentionMs, ARGV[3] max holds per call
   Returns { 'budget_not_found' } or a budget reply with status ok and
   s = { holds expired, holds purged, next expiry (-1 = none) }.

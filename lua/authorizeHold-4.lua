@@ -1,6 +1,6 @@
 --[[
   Authorizes a hold: reserves `amount` against every hard limit of the budget, or denies it.
-  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index
+  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index, KEYS[4] journal outbox list
   ARGV[1] nowMs, ARGV[2] amount hi, ARGV[3] amount lo,
   ARGV[4] ttlMs as the caller sent it ('' = the budget's default), ARGV[5] retentionMs,
   ARGV[6] idempotency key

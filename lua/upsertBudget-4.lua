@@ -1,7 +1,7 @@
 --[[
   Creates or replaces a budget's configuration. Usage already counted is kept for limits whose
   id and window are unchanged; open holds stay open and keep counting as held.
-  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index
+  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index, KEYS[4] journal outbox list
   ARGV[1] nowMs, ARGV[2] retentionMs, ARGV[3] unit, ARGV[4] defaultTtlMs, ARGV[5] maxTtlMs,
   ARGV[6] closesAt ('' = never), ARGV[7] number of limits n,
   then per limit 6 values: id, window, enforce (hard|soft), anchor ('' = calendar), amount hi, amount lo
@@ -33,6 +33,7 @@ local b = {
   dttl = dttl, mttl = mttl, closes = closes, limits = {}, dirty = true,
   writes = old and old.writes or {}, later = old and old.later or {}, closed = {},
   consumed = old and old.consumed,
+  journal = old and old.journal, jhead = old and old.jhead, junit = old and old.junit, jlist = old and old.jlist,
 }
 local num, cfg = { dttl, mttl, closes, n }, {}
 for i = 1, n do

@@ -1,6 +1,6 @@
 --[[
   Reads a budget and its balance, first applying what time has done (window resets, expiry).
-  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index
+  KEYS[1] budget hash, KEYS[2] open-hold index, KEYS[3] purge index, KEYS[4] journal outbox list
   ARGV[1] nowMs, ARGV[2] retentionMs
   Returns { 'budget_not_found' } or a budget reply with status ok and
   s = { unit, defaultTtlMs, maxTtlMs, closesAt (-1 = never) }.

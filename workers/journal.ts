@@ -1,0 +1,67 @@
+import type { Logger } from 'pino'
+import type { ClickHouseStore } from '../src/clickhouse/store.js'
+import { drainJournal, type DrainOptions, type DrainResult } from '../src/journal/drain.js'
+import type { RedisClient } from '../src/redis/scripts.js'
+
+export interface JournalWorkerOptions extends Omit<DrainOptions, 'redis' | 'store' | 'logger'> {
+  redis: RedisClient
+  store: ClickHouseStore
+  logger: Logger
+  /** Pause between rounds (METERING_JOURNAL_INTERVAL_MS, default 1000); a round that left entries behind is followed at once. */
+  intervalMs: number
+  /** Told about every round (tests wait on it). */
+  onRound?: (result: DrainResult) => void
+}
+
+export interface JournalWorker {
+  /** Runs one round now (after the one in flight, if any). */
+  drainNow(): Promise<DrainResult>
+  /** Stops the timer and waits for the round in flight. */
+  close(): Promise<void>
+}
+
+/**
+ * The journal worker: drains every outbox list `mg:<tag>:journal` into ClickHouse
+ * (src/journal/README.md), one round at a time, every intervalMs. Any number of workers may run
+ * (gateways in-process, `npm run worker`): claims keep them off each other's lists.
+ */
+export function startJournalWorker(options: JournalWorkerOptions): JournalWorker {
+  const { intervalMs, logger, onRound, ...drain } = options
+  let stopped = false
+  let timer: NodeJS.Timeout | undefined
+  let current: Promise<DrainResult> | undefined
+
+  const round = (): Promise<DrainResult> => {
+    const previous = current ?? Promise.resolve(undefined)
+    const next = previous.catch(() => undefined).then(() => drainJournal({ ...drain, logger }))
+    current = next
+    next.then((r) => onRound?.(r), () => undefined).finally(() => { if (current === next) current = undefined })
+    return next
+  }
+
+  const tick = () => {
+    timer = undefined
+    round().then(
+      (r) => schedule(r.more ? 0 : intervalMs),
+      (err: unknown) => {
+        logger.error({ err }, 'journal drain failed; retrying')
+        schedule(intervalMs)
+      },
+    )
+  }
+  const schedule = (ms: number) => {
+    if (stopped) return
+    timer = setTimeout(tick, ms)
+    timer.unref()
+  }
+  schedule(intervalMs)
+
+  return {
+    drainNow: round,
+    async close() {
+      stopped = true
+      if (timer !== undefined) clearTimeout(timer)
+      await current?.catch(() => undefined)
+    },
+  }
+}
