@@ -1,0 +1,81 @@
+// The ClickHouse reads of invoices, one query per function. They run on chDB and on
+// clickhouse-server 18.16 alike (src/clickhouse/README.md): aliases differ from column names,
+// decimals come back through toString() and canonicalDecimal().
+
+import type { AggregationMethod } from '../catalog/schemas.js'
+import { canonicalDecimal, sqlIdent, sqlList, sqlLiteral } from '../clickhouse/sql.js'
+import type { ClickHouseStore } from '../clickhouse/store.js'
+
+/** One usage feature to measure: the rows whose feature_slug is the feature's slug or its meter's event slug. */
+export interface MeteredFeature {
+  featureSlug: string
+  eventSlug: string
+  aggregationMethod: AggregationMethod
+}
+
+interface UsageAggregates {
+  fs: string
+  s: string
+  n: string
+  m: string
+  l: string
+}
+
+/**
+ * A customer's usage of some features over `[fromMs, toMs)`, each event once (FINAL), aggregated
+ * per the feature's meter: sum of `value`, count of events, max of `value`, or the value of the
+ * latest event. Exact decimal text; '0' for a feature without events. One query for all features.
+ */
+export async function cycleUsage(
+  store: ClickHouseStore, q: { projectId: string; customerId: string; fromMs: number; toMs: number; features: MeteredFeature[] },
+): Promise<Map<string, string>> {
+  const usage = new Map<string, string>()
+  if (q.features.length === 0) return usage
+  const slugs = [...new Set(q.features.flatMap((f) => [f.featureSlug, f.eventSlug]))]
+  const db = sqlIdent(store.database)
+  const rows = q.toMs <= q.fromMs ? [] : await store.query<UsageAggregates>(
+    `SELECT feature_slug AS fs, toString(sum(value)) AS s, toString(count()) AS n, toString(max(value)) AS m,
+            toString(argMax(value, ts_ms)) AS l
+     FROM ${db}.usage_events FINAL
+     WHERE project_id = ${sqlLiteral(q.projectId)} AND customer_id = ${sqlLiteral(q.customerId)}
+       AND ts_ms >= ${Math.floor(q.fromMs)} AND ts_ms < ${Math.floor(q.toMs)}
+       AND feature_slug IN ${sqlList(slugs)}
+     GROUP BY feature_slug`,
+  )
+  const bySlug = new Map(rows.map((r) => [r.fs, r]))
+  for (const f of q.features) {
+    // The feature's rows carry its slug, or (the ingest path's mapping today) its meter's event slug.
+    const found = [bySlug.get(f.featureSlug), f.eventSlug === f.featureSlug ? undefined : bySlug.get(f.eventSlug)].filter((r) => r !== undefined)
+    usage.set(f.featureSlug, aggregate(found, f.aggregationMethod))
+  }
+  return usage
+}
+
+/** Units of 10^-8 of a decimal text (may be negative). */
+function units(text: string): bigint {
+  const t = canonicalDecimal(text)
+  const negative = t.startsWith('-')
+  const [whole, fraction = ''] = (negative ? t.slice(1) : t).split('.')
+  const u = BigInt(whole!) * 100_000_000n + BigInt(fraction.padEnd(8, '0').slice(0, 8))
+  return negative ? -u : u
+}
+
+function text(u: bigint): string {
+  const negative = u < 0n
+  const a = negative ? -u : u
+  const whole = a / 100_000_000n
+  const fraction = (a % 100_000_000n).toString().padStart(8, '0').replace(/0+$/, '')
+  return `${negative ? '-' : ''}${whole}${fraction ? `.${fraction}` : ''}`
+}
+
+/** Combines the aggregates of the (at most two) slugs a feature's rows carry. */
+function aggregate(rows: UsageAggregates[], method: AggregationMethod): string {
+  if (rows.length === 0) return '0'
+  switch (method) {
+    case 'sum': return text(rows.reduce((s, r) => s + units(r.s), 0n))
+    case 'count': return rows.reduce((s, r) => s + BigInt(r.n), 0n).toString()
+    case 'max': return text(rows.map((r) => units(r.m)).reduce((a, b) => (a > b ? a : b)))
+    // Two slugs' "latest" cannot be ordered without their times; the ingest path writes one of them only.
+    case 'latest': return canonicalDecimal(rows[rows.length - 1]!.l)
+  }
+}

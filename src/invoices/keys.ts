@@ -1,0 +1,37 @@
+import { catalogTag } from '../catalog/keys.js'
+
+/**
+ * Every Redis key of invoices, built in one place. All carry the project's catalog hash tag
+ * `{cat:<projectId>}` (src/catalog/keys.ts), like customers and wallets, so one script writes an
+ * invoice, the billing state of its subscription and the project's journal outbox atomically,
+ * unchanged on a Cluster.
+ */
+const PREFIX = 'mg:'
+
+/** One invoice: a hash with `status`, `invoice` (JSON), `lines` (JSON), `dueTotal`, and `rated` (JSON: the usage quantities it rated). */
+export function invoiceKey(projectId: string, invoiceId: string): string {
+  return `${PREFIX}${catalogTag(projectId)}:inv:${invoiceId}`
+}
+
+/**
+ * The billing state of one subscription: a hash with `cursor` (the end of the last cycle whose
+ * invoice is final), `rev` (bumped by every draft) and `billed:<cycleStartMs>` (JSON: what was
+ * billed for that cycle's usage so far, so a later close can bill late events exactly).
+ */
+export function subscriptionBillingKey(projectId: string, subscriptionId: string): string {
+  return `${PREFIX}${catalogTag(projectId)}:invsub:${subscriptionId}`
+}
+
+/** The project's journal outbox (the team's contract: `mg:<tag>:journal`, drained by workers/journal.ts). */
+export function journalKey(projectId: string): string {
+  return `${PREFIX}${catalogTag(projectId)}:journal`
+}
+
+/** SCAN pattern of every project's catalog hash: how the worker finds the projects to close cycles for. */
+export const CATALOG_PATTERN = `${PREFIX}{cat:*}:catalog`
+
+/** The project id of a catalog hash key found by CATALOG_PATTERN. */
+export function projectOfCatalogKey(key: string): string | undefined {
+  const m = /^mg:\{cat:(.+)\}:catalog$/.exec(key)
+  return m ? m[1] : undefined
+}
