@@ -1,0 +1,71 @@
+-- Applies a priced metered event to a running run (spec 4.5), once per idempotency key.
+-- KEYS: 1 runs hash, 2 wallet hash, 3 credits hash, 4 journal list, 5 run deadlines, 6 run purges,
+--       7 the customer's catalog hash (access flags), 8 the catalog hash (version),
+--       9 the customer's entitlement state hash (featureSlug -> deniedUntilMs),
+--       10 the run's data hash: l:<feature> its cost of the feature so far at ledger scale 8
+--       ("hi|lo"), u:<feature> its quantity so far (tiered and package prices), i:<key> the cost
+--       of an accepted consume
+-- ARGV: 1 projectId, 2 customerId, 3 nowMs, 4 runId, 5 idempotencyKey, 6 featureSlug,
+--       7 '1' when the gateway found an entitlement in effect, 8 mode: 'add' (ARGV 9/10 are the
+--       event's cost at ledger scale 8) or 'set' (ARGV 9/10 are the feature's new cost total),
+--       9 hi, 10 lo, 11 the catalog version the gateway priced with, 12 the subscriptionStatus
+--       flag it saw, 13 the quantity so far it priced from ('set'), 14 the new quantity ('set'),
+--       15 the usage_events row (JSON) to journal when accepted
+-- Returns { reason, cost (minor units), run... } with reason, in order of precedence:
+-- 'run_not_found' (alone) | 'duplicate' | 'expired' | 'not_running' | 'stale' (the catalog
+-- changed: price again) | 'entitlement_denied' | 'stale_usage' (then the quantity so far, alone
+-- with it: price again) | 'insufficient_budget' | 'accepted'.
+--@include money
+--@include wallet
+--@include runs
+local ctx = runContext(KEYS, ARGV[1], ARGV[2], tonumber(ARGV[3]))
+local id, slug = ARGV[4], ARGV[6]
+local r = runLoad(ctx, id)
+if not r then return { 'run_not_found', 0 } end
+local recordField = 'i:' .. ARGV[5]
+local record = redis.call('HGET', KEYS[10], recordField)
+if record then return runReply(r, { 'duplicate', tonumber(record) }) end
+if runExpireIfDue(ctx, r) then
+  runSave(ctx)
+  return runReply(r, { 'expired', 0 })
+end
+if r.st == 'expired' then return runReply(r, { 'expired', 0 }) end
+if r.st ~= 'running' then return runReply(r, { 'not_running', 0 }) end
+
+local flags = redis.call('HMGET', KEYS[7], 'customerDisabled', 'subscriptionStatus')
+local version = redis.call('HGET', KEYS[8], 'version') or ''
+if version ~= ARGV[11] or (flags[2] or '') ~= ARGV[12] then return runReply(r, { 'stale', 0 }) end
+local deniedUntil = tonumber(redis.call('HGET', KEYS[9], slug) or '')
+if flags[1] == '1' or ARGV[7] ~= '1' or (deniedUntil and deniedUntil > ctx.now) then
+  return runReply(r, { 'entitlement_denied', 0 })
+end
+
+local costField, usageField = 'l:' .. slug, 'u:' .. slug
+local stored = redis.call('HMGET', KEYS[10], costField, usageField)
+local oh, ol = 0, 0
+if stored[1] then
+  local h, l = string.match(stored[1], '^([^|]*)|(.*)$')
+  oh, ol = tonumber(h), tonumber(l)
+end
+local nh, nl
+if ARGV[8] == 'add' then
+  nh, nl = moneyAdd(oh, ol, tonumber(ARGV[9]), tonumber(ARGV[10]))
+else
+  if (stored[2] or '0') ~= ARGV[13] then return { 'stale_usage', 0, stored[2] or '0' } end
+  nh, nl = tonumber(ARGV[9]), tonumber(ARGV[10])
+end
+local cost = runCeilMinor(nh, nl, r.x) - runCeilMinor(oh, ol, r.x)
+if cost < 0 then cost = 0 end
+if cost > r.b - r.c - r.k then return runReply(r, { 'insufficient_budget', cost }) end
+
+r.c = r.c + cost
+ctx.dirty[id] = true
+local fields = { recordField, cost, costField, walletText(0, nh) .. '|' .. walletText(0, nl) }
+if ARGV[8] == 'set' then
+  fields[#fields + 1] = usageField
+  fields[#fields + 1] = ARGV[14]
+end
+redis.call('HSET', KEYS[10], unpack(fields))
+redis.call('RPUSH', KEYS[4], 'usage_events\t' .. ARGV[15])
+runSave(ctx)
+return runReply(r, { 'accepted', cost })

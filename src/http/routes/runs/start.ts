@@ -1,0 +1,35 @@
+import { Type } from '@sinclair/typebox'
+import { MAX_RUN_TTL_MS, RunSchema } from '../../../runs/types.js'
+import { WalletCurrencySchema } from '../../../wallet/types.js'
+import { defineRoute } from '../../route.js'
+import { BudgetKey, IdempotencyKey, strictObject } from '../../schemas.js'
+import { CustomerId, RunId } from './schemas.js'
+
+const Label = (description: string) => Type.String({ minLength: 1, maxLength: 128, description })
+
+export const startRun = defineRoute({
+  method: 'POST',
+  path: '/v1/runs/start',
+  operationId: 'runs.start',
+  summary: 'Start a run: reserve its budget from the wallet, or from its parent run',
+  description: "A root run reserves budgetAmountMinor from the customer's wallet (credits first, then cash; the wallet's held grows); "
+    + "not enough available is 402 insufficient_funds. A child run (parentRunId) reserves from its parent's remaining (402 insufficient_budget when it "
+    + "does not fit; 409 parent_not_running) and never outlives it. Once per idempotencyKey per customer: the same request answers the same run, another "
+    + 'is 409. budgetKey (leasing from a budget) is 412 in this version.',
+  tags: ['runs'],
+  access: { kind: 'project', scope: 'runs:write' },
+  body: strictObject({
+    customerId: CustomerId,
+    budgetAmountMinor: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'The budget in minor currency units (cents for USD and EUR).' }),
+    currency: Type.Optional(WalletCurrencySchema),
+    idempotencyKey: IdempotencyKey,
+    workloadType: Type.Optional(Label('What runs, e.g. `agent` (the default).')),
+    workloadId: Type.Optional(Label('The caller\'s id of the workload.')),
+    traceId: Type.Optional(Label('A trace id to find the run by.')),
+    parentRunId: Type.Optional(RunId),
+    budgetKey: Type.Optional(BudgetKey),
+    ttlMs: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_RUN_TTL_MS, description: 'Deadline from now; default 15 minutes, at most 7 days. A child run ends no later than its parent.' })),
+  }),
+  response: RunSchema,
+  handler: ({ body, projectId, services }) => services.runs.start(projectId, body),
+})

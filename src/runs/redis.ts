@@ -1,0 +1,110 @@
+import { toPair } from '../money/decimal.js'
+import { Script, type RedisClient } from '../redis/scripts.js'
+import { walletKeys } from '../wallet/keys.js'
+import { consumeKeys, purgesKey, runDataKey, runIndexKey, runKeys } from './keys.js'
+import type { RunMeta, RunStatus } from './types.js'
+
+/** Storage adapter of runs: one script per function, each one round trip. */
+const scripts = {
+  start: new Script('startRun-8'),
+  consume: new Script('consumeRun-10'),
+  end: new Script('endRun-6'),
+  expire: new Script('expireRuns-6'),
+  purge: new Script('purgeRuns-N'),
+}
+export const runScripts: readonly Script[] = Object.values(scripts)
+
+export interface RunState {
+  runId: string
+  status: RunStatus
+  budget: number
+  consumed: number
+  childHeld: number
+  deadline: number
+  endedAt: number
+  currency: string
+  meta: RunMeta
+}
+
+/** Reads runReply (lua/includes/runs.lua) from `at`. */
+function readRun(runId: string, reply: unknown[], at: number): RunState {
+  return {
+    runId, status: String(reply[at]) as RunStatus, budget: Number(reply[at + 1]), consumed: Number(reply[at + 2]), childHeld: Number(reply[at + 3]),
+    deadline: Number(reply[at + 4]), endedAt: Number(reply[at + 5]), currency: String(reply[at + 6]), meta: JSON.parse(String(reply[at + 7])) as RunMeta,
+  }
+}
+
+const keyList = (projectId: string, customerId: string) => {
+  const k = runKeys(projectId, customerId)
+  return [k.runs, k.wallet, k.credits, k.journal, k.deadlines, k.purges]
+}
+
+export async function startRun(
+  redis: RedisClient, projectId: string, customerId: string, nowMs: number,
+  input: { idempotencyKey: string; fingerprint: string; budget: number; x: number; currency: string; parentRunId: string; deadline: number; meta: RunMeta },
+): Promise<{ status: string; run?: RunState }> {
+  const keys = [...keyList(projectId, customerId), walletKeys(projectId, customerId).counters, runIndexKey(projectId)]
+  const args = [projectId, customerId, nowMs, input.idempotencyKey, input.fingerprint, input.budget, input.x, input.currency, input.parentRunId, input.deadline, JSON.stringify(input.meta)]
+  const reply = await scripts.start.run(redis, keys, args)
+  const status = String(reply[0])
+  return reply.length > 2 ? { status, run: readRun(String(reply[1]), reply, 2) } : { status }
+}
+
+/** The customer and currency of a run (the run index): undefined for a run that does not exist. */
+export async function indexOfRun(redis: RedisClient, projectId: string, runId: string): Promise<{ customerId: string; currency: string } | undefined> {
+  const value = await redis.hget(runIndexKey(projectId), runId)
+  if (value === null) return undefined
+  const bar = value.indexOf('|')
+  return { currency: value.slice(0, bar), customerId: value.slice(bar + 1) }
+}
+
+export async function endRun(redis: RedisClient, projectId: string, customerId: string, nowMs: number, runId: string, action: 'get' | RunStatus): Promise<{ status: string; run?: RunState }> {
+  const reply = await scripts.end.run(redis, keyList(projectId, customerId), [projectId, customerId, nowMs, runId, action])
+  const status = String(reply[0])
+  return reply.length > 1 ? { status, run: readRun(runId, reply, 1) } : { status }
+}
+
+export interface ConsumeArgs {
+  idempotencyKey: string
+  featureSlug: string
+  entitled: boolean
+  mode: 'add' | 'set'
+  /** add: the event's cost; set: the feature's new cost total (ledger scale 8). */
+  ledger: bigint
+  catalogVersion: string
+  subscriptionStatus: string
+  usageBefore: string
+  usageAfter: string
+  row: string
+}
+
+export async function consumeRun(redis: RedisClient, projectId: string, customerId: string, nowMs: number, runId: string, a: ConsumeArgs): Promise<{ reason: string; cost: number; usage?: string; run?: RunState }> {
+  const keys = [...keyList(projectId, customerId), ...consumeKeys(projectId, customerId), runDataKey(projectId, runId)]
+  const [hi, lo] = toPair(a.ledger)
+  const args = [projectId, customerId, nowMs, runId, a.idempotencyKey, a.featureSlug, a.entitled ? '1' : '0', a.mode, hi, lo, a.catalogVersion, a.subscriptionStatus, a.usageBefore, a.usageAfter, a.row]
+  const reply = await scripts.consume.run(redis, keys, args)
+  const reason = String(reply[0])
+  if (reason === 'stale_usage') return { reason, cost: 0, usage: String(reply[2]) }
+  return reply.length > 2 ? { reason, cost: Number(reply[1]), run: readRun(runId, reply, 2) } : { reason, cost: 0 }
+}
+
+export async function expireRuns(redis: RedisClient, projectId: string, customerId: string, nowMs: number, runIds: string[]): Promise<number> {
+  return Number(await scripts.expire.run(redis, keyList(projectId, customerId), [projectId, customerId, nowMs, ...runIds]))
+}
+
+/**
+ * Forgets an ended root run and its descendants once their retention is over (the sweep): the
+ * tree is read first (each level one HMGET of `kids`), then one script deletes it, checking the
+ * root is still due. Returns the number of runs forgotten.
+ */
+export async function purgeRunTree(redis: RedisClient, projectId: string, customerId: string, nowMs: number, rootId: string): Promise<number> {
+  const runsKey = runKeys(projectId, customerId).runs
+  const tree = [rootId]
+  for (let level = [rootId]; level.length > 0;) {
+    const kids = await redis.hmget(runsKey, ...level.map((id) => `${id}:kids`))
+    level = kids.flatMap((k) => (k ?? '').split(',').filter((id) => id !== ''))
+    tree.push(...level)
+  }
+  const keys = [runsKey, purgesKey(projectId), runIndexKey(projectId), ...tree.map((id) => runDataKey(projectId, id))]
+  return Number(await scripts.purge.run(redis, keys, [customerId, nowMs, ...tree]))
+}

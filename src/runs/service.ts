@@ -1,0 +1,261 @@
+import { catalogKey, customerKey } from '../catalog/keys.js'
+import type { Entitlement } from '../catalog/schemas.js'
+import type { AccessFlags, CustomerView } from '../catalog/types.js'
+import { entitlementsAt } from '../catalog/views.js'
+import type { Clock } from '../clock.js'
+import type { UsageEventRow } from '../events/types.js'
+import { failure, invalid, success, type Failure, type Result } from '../errors.js'
+import { formatUnits } from '../money/decimal.js'
+import type { RedisClient } from '../redis/scripts.js'
+import { CURRENCIES, DEFAULT_CURRENCY, type WalletCurrency } from '../wallet/types.js'
+import { pricingOf, quantityOf } from './pricing.js'
+import * as store from './redis.js'
+import { DEFAULT_RUN_TTL_MS, type ConsumeReason, type ConsumeResponse, type EndStatus, type Run } from './types.js'
+
+export interface StartInput {
+  customerId: string
+  budgetAmountMinor: number
+  currency?: WalletCurrency
+  idempotencyKey: string
+  workloadType?: string
+  workloadId?: string
+  traceId?: string
+  parentRunId?: string
+  budgetKey?: string
+  ttlMs?: number
+}
+
+export interface ConsumeInput {
+  featureSlug: string
+  idempotencyKey: string
+  id?: string
+  eventSlug?: string
+  timestamp?: number
+  properties?: Record<string, unknown>
+}
+
+/** A customer's catalog state as a consume prices with it; the script checks it is still current. */
+interface CustomerPricing {
+  catalogVersion: string
+  subscriptionStatus: string
+  view: CustomerView | undefined
+  flags: AccessFlags
+}
+
+const CACHE_MAX = 10_000
+/** Rounds of 'stale_usage' a consume retries before giving up (concurrent consumes of one tiered feature of one run). */
+const MAX_USAGE_RETRIES = 200
+
+function bounded<K, V>(map: Map<K, V>, key: K, value: V): V {
+  if (map.size >= CACHE_MAX) map.clear()
+  map.set(key, value)
+  return value
+}
+
+/**
+ * Runs (src/runs/README.md): leases on a customer's wallet with a budget in minor currency units.
+ * Each operation is one script over the customer's keys under the project's hash tag.
+ */
+export class RunService {
+  /** runId → its customer and currency (immutable), per project. */
+  private readonly index = new Map<string, { customerId: string; currency: string }>()
+  /** (project, customer) → the catalog state consume priced with last. */
+  private readonly pricing = new Map<string, CustomerPricing>()
+  /** (project, run, feature) → the run's quantity of a tiered/package feature, as last seen. */
+  private readonly usage = new Map<string, string>()
+
+  constructor(private readonly redis: RedisClient, private readonly clock: Clock) {}
+
+  /** POST /v1/runs/start. */
+  async start(projectId: string, input: StartInput): Promise<Result<Run>> {
+    if (input.budgetKey !== undefined) {
+      return failure('precondition_failed', 'budget_leases_not_supported', 'Runs leasing from a budget (budgetKey) are not available in this version: start the run without budgetKey to reserve from the customer\'s wallet.')
+    }
+    const now = this.clock()
+    let currency: string = input.currency ?? DEFAULT_CURRENCY
+    if (input.parentRunId !== undefined && input.currency === undefined) {
+      const parent = await this.runIndex(projectId, input.parentRunId)
+      if (parent) currency = parent.currency
+    }
+    const exponent = CURRENCIES[currency as WalletCurrency].exponent
+    const parentRunId = input.parentRunId ?? ''
+    const meta = {
+      customerId: input.customerId, workloadType: input.workloadType ?? 'agent', workloadId: input.workloadId ?? '', traceId: input.traceId ?? '',
+      parentRunId, startedAt: now,
+    }
+    const fingerprint = JSON.stringify([input.budgetAmountMinor, currency, parentRunId, input.ttlMs ?? null, meta.workloadType, meta.workloadId, meta.traceId])
+    const started = await store.startRun(this.redis, projectId, input.customerId, now, {
+      idempotencyKey: input.idempotencyKey, fingerprint, budget: input.budgetAmountMinor, x: 8 - exponent, currency, parentRunId,
+      deadline: now + (input.ttlMs ?? DEFAULT_RUN_TTL_MS), meta,
+    })
+    switch (started.status) {
+      case 'ok':
+      case 'replayed':
+        return success(toRun(started.run!))
+      case 'idempotency_conflict':
+        return failure('conflict', 'idempotency_conflict', 'This idempotencyKey started another run of this customer with a different request.')
+      case 'parent_not_found':
+        return failure('not_found', 'parent_not_found', `Run ${parentRunId} is not a run of customer ${input.customerId}.`)
+      case 'parent_not_running':
+        return failure('conflict', 'parent_not_running', `Run ${parentRunId} is not running: a child run reserves from a running parent.`)
+      case 'currency_mismatch':
+        return failure('conflict', 'currency_mismatch', input.parentRunId ? `The parent run is not in ${currency}.` : `The customer's wallet is not in ${currency}.`)
+      case 'insufficient_funds':
+        return failure('budget_exceeded', 'insufficient_funds', `The customer's wallet has less than ${input.budgetAmountMinor} minor units of ${currency} available (GET /v1/wallet/balance).`)
+      case 'insufficient_budget':
+        return failure('budget_exceeded', 'insufficient_budget', `Run ${parentRunId} has less than ${input.budgetAmountMinor} minor units remaining.`)
+    }
+    throw new Error(`startRun answered ${started.status}`)
+  }
+
+  /** GET /v1/runs/get/{runId} (a run past its deadline is expired on the way). */
+  async get(projectId: string, runId: string): Promise<Result<Run>> {
+    const index = await this.runIndex(projectId, runId)
+    if (!index) return runNotFound(runId)
+    const read = await store.endRun(this.redis, projectId, index.customerId, this.clock(), runId, 'get')
+    return read.run ? success(toRun(read.run)) : runNotFound(runId)
+  }
+
+  /** POST /v1/runs/end/{runId}. */
+  async end(projectId: string, runId: string, status: EndStatus): Promise<Result<Run>> {
+    const index = await this.runIndex(projectId, runId)
+    if (!index) return runNotFound(runId)
+    const ended = await store.endRun(this.redis, projectId, index.customerId, this.clock(), runId, status)
+    if (!ended.run) return runNotFound(runId)
+    if (ended.status === 'run_not_running') {
+      return failure('conflict', 'run_not_running', `Run ${runId} already ended as ${ended.run.status}.`, { run: toRun(ended.run) })
+    }
+    return success(toRun(ended.run))
+  }
+
+  /** POST /v1/runs/consume/{runId}. */
+  async consume(projectId: string, runId: string, input: ConsumeInput): Promise<Result<ConsumeResponse>> {
+    const index = await this.runIndex(projectId, runId)
+    if (!index) return runNotFound(runId)
+    const { customerId } = index
+    const now = this.clock()
+    let state = await this.customerPricing(projectId, customerId, false)
+    for (let attempt = 0; ; attempt++) {
+      const entitlement = entitlementOf(state, input.featureSlug, now)
+      const pricing = entitlement ? pricingOf(entitlement) : undefined
+      if (pricing && pricing.currency !== index.currency) {
+        return failure('conflict', 'currency_mismatch', `Feature ${input.featureSlug} is priced in ${pricing.currency}; run ${runId} is in ${index.currency}.`)
+      }
+      let quantity = 0n
+      if (pricing) {
+        const q = quantityOf(pricing.meter, input.properties)
+        if (typeof q !== 'bigint') return invalid([q])
+        quantity = q
+      }
+      const usageKey = `${projectId}\n${runId}\n${input.featureSlug}`
+      const usageBefore = pricing && !pricing.linear ? this.usage.get(usageKey) ?? '0' : '0'
+      const usageAfter = pricing && !pricing.linear ? (BigInt(usageBefore) + quantity).toString() : '0'
+      const ledger = !pricing ? 0n : pricing.linear ? pricing.cost(quantity) : pricing.cost(BigInt(usageAfter))
+      const usageRow: UsageEventRow = {
+        event_id: input.id ?? `${runId}:${input.idempotencyKey}`,
+        project_id: projectId,
+        customer_id: customerId,
+        event_slug: input.eventSlug ?? pricing?.meter.eventSlug ?? input.featureSlug,
+        feature_slug: input.featureSlug,
+        value: Number(formatUnits(quantity)),
+        properties: JSON.stringify(input.properties ?? {}),
+        ts_ms: input.timestamp ?? now,
+      }
+      const row = JSON.stringify(usageRow)
+      const applied = await store.consumeRun(this.redis, projectId, customerId, now, runId, {
+        idempotencyKey: input.idempotencyKey, featureSlug: input.featureSlug, entitled: pricing !== undefined,
+        mode: pricing && !pricing.linear ? 'set' : 'add', ledger, catalogVersion: state.catalogVersion, subscriptionStatus: state.subscriptionStatus,
+        usageBefore, usageAfter, row,
+      })
+      if (applied.reason === 'run_not_found') return runNotFound(runId)
+      if (applied.reason === 'stale' && attempt < 3) {
+        state = await this.customerPricing(projectId, customerId, true)
+        continue
+      }
+      if (applied.reason === 'stale_usage' && attempt < MAX_USAGE_RETRIES) {
+        bounded(this.usage, usageKey, applied.usage!)
+        continue
+      }
+      if (applied.reason === 'stale' || applied.reason === 'stale_usage') {
+        return failure('conflict', 'run_busy', `Run ${runId} changed under this event ${attempt} times; send it again.`)
+      }
+      if (applied.reason === 'accepted' && pricing && !pricing.linear) bounded(this.usage, usageKey, usageAfter)
+      const reason = applied.reason as ConsumeReason
+      return success({ accepted: reason === 'accepted' || reason === 'duplicate', reason, run: toRun(applied.run!), costAmountMinor: applied.cost })
+    }
+  }
+
+  /** Expires the given runs of a customer that are past their deadline (the sweep, workers/runExpiry.ts). */
+  expire(projectId: string, customerId: string, runIds: string[]): Promise<number> {
+    return store.expireRuns(this.redis, projectId, customerId, this.clock(), runIds)
+  }
+
+  /** Forgets an ended root run's tree when its retention is over (the sweep). */
+  purge(projectId: string, customerId: string, rootRunId: string): Promise<number> {
+    return store.purgeRunTree(this.redis, projectId, customerId, this.clock(), rootRunId)
+  }
+
+  now(): number {
+    return this.clock()
+  }
+
+  private async runIndex(projectId: string, runId: string): Promise<{ customerId: string; currency: string } | undefined> {
+    const key = `${projectId}\n${runId}`
+    const cached = this.index.get(key)
+    if (cached) return cached
+    const found = await store.indexOfRun(this.redis, projectId, runId)
+    return found ? bounded(this.index, key, found) : undefined
+  }
+
+  /** The customer's catalog document, flags and the catalog version, read together (MULTI: one slot). */
+  private async customerPricing(projectId: string, customerId: string, refresh: boolean): Promise<CustomerPricing> {
+    const key = `${projectId}\n${customerId}`
+    const cached = refresh ? undefined : this.pricing.get(key)
+    if (cached) return cached
+    const replies = await this.redis.multi().hget(catalogKey(projectId), 'version').hgetall(customerKey(projectId, customerId)).exec()
+    if (!replies) throw new Error('customer read was aborted')
+    const version = (replies[0]![1] as string | null) ?? ''
+    const hash = (replies[1]![1] as Record<string, string> | null) ?? {}
+    return bounded(this.pricing, key, {
+      catalogVersion: version,
+      subscriptionStatus: hash.subscriptionStatus ?? '',
+      view: hash.doc === undefined ? undefined : (JSON.parse(hash.doc) as CustomerView),
+      flags: {
+        customerDisabled: hash.customerDisabled === '1',
+        customerUsageLimitReached: hash.customerUsageLimitReached === '1',
+        subscriptionStatus: (hash.subscriptionStatus || null) as AccessFlags['subscriptionStatus'],
+      },
+    })
+  }
+}
+
+/** The customer's entitlement to the feature in effect at `now`, if any. */
+function entitlementOf(state: CustomerPricing, featureSlug: string, now: number): Entitlement | undefined {
+  if (!state.view) return undefined
+  const view = { ...state.view, entitlements: state.view.entitlements.filter((e) => e.featurePlanVersion.feature.slug === featureSlug) }
+  if (view.entitlements.length === 0) return undefined
+  return entitlementsAt(view, state.flags, now)[0]
+}
+
+function runNotFound(runId: string): Failure {
+  return failure('not_found', 'run_not_found', `Run ${runId} does not exist in this project.`)
+}
+
+export function toRun(r: store.RunState): Run {
+  return {
+    runId: r.runId,
+    status: r.status,
+    customerId: r.meta.customerId,
+    currency: r.currency,
+    workloadId: r.meta.workloadId,
+    traceId: r.meta.traceId,
+    parentRunId: r.meta.parentRunId,
+    workloadType: r.meta.workloadType,
+    budgetAmountMinor: r.budget,
+    consumedAmountMinor: r.consumed,
+    remainingAmountMinor: r.budget - r.consumed - r.childHeld,
+    endedAt: r.status === 'running' ? null : r.endedAt,
+    startedAt: r.meta.startedAt,
+    expiresAt: r.deadline,
+  }
+}

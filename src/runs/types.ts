@@ -1,0 +1,50 @@
+import { Type, type Static } from '@sinclair/typebox'
+
+export const RUN_STATUSES = ['running', 'completed', 'expired', 'canceled', 'budget_exceeded', 'failed'] as const
+export type RunStatus = (typeof RUN_STATUSES)[number]
+export const END_STATUSES = ['completed', 'canceled', 'failed'] as const
+export type EndStatus = (typeof END_STATUSES)[number]
+
+export const CONSUME_REASONS = ['accepted', 'duplicate', 'insufficient_budget', 'expired', 'not_running', 'entitlement_denied'] as const
+export type ConsumeReason = (typeof CONSUME_REASONS)[number]
+
+/** Default run deadline and its maximum. */
+export const DEFAULT_RUN_TTL_MS = 15 * 60_000
+export const MAX_RUN_TTL_MS = 7 * 24 * 3_600_000
+
+/** Spec 2.4, amounts in minor currency units; `startedAt`, `expiresAt` are our additions. */
+export const RunSchema = Type.Object({
+  runId: Type.String(),
+  status: Type.Union(RUN_STATUSES.map((s) => Type.Literal(s))),
+  customerId: Type.String(),
+  currency: Type.String(),
+  workloadId: Type.String({ description: '"" when not given.' }),
+  traceId: Type.String({ description: '"" when not given.' }),
+  parentRunId: Type.String({ description: '"" for a root run (it reserves from the wallet).' }),
+  workloadType: Type.String({ description: 'Default `agent`.' }),
+  budgetAmountMinor: Type.Integer({ description: 'Reserved, in minor currency units (cents for USD).' }),
+  consumedAmountMinor: Type.Integer({ description: 'Consumed by the run and by its ended children.' }),
+  remainingAmountMinor: Type.Integer({ description: 'budget − consumed − what running children hold.' }),
+  endedAt: Type.Union([Type.Integer(), Type.Null()], { description: 'Epoch ms when the run ended; null while it runs.' }),
+  startedAt: Type.Integer({ description: 'Epoch ms (our addition).' }),
+  expiresAt: Type.Integer({ description: 'The deadline, epoch ms: a run still running then is expired (our addition).' }),
+})
+export type Run = Static<typeof RunSchema>
+
+export const ConsumeResponseSchema = Type.Object({
+  accepted: Type.Boolean(),
+  reason: Type.Union(CONSUME_REASONS.map((s) => Type.Literal(s))),
+  run: RunSchema,
+  costAmountMinor: Type.Integer({ description: 'What the event cost (accepted, duplicate) or would have cost (insufficient_budget); 0 otherwise. Our addition.' }),
+})
+export type ConsumeResponse = Static<typeof ConsumeResponseSchema>
+
+/** The static fields of a run, kept as JSON beside its counters. */
+export interface RunMeta {
+  customerId: string
+  workloadType: string
+  workloadId: string
+  traceId: string
+  parentRunId: string
+  startedAt: number
+}

@@ -1,0 +1,69 @@
+import type { Cluster, Redis } from 'ioredis'
+import type { RedisClient } from '../src/redis/scripts.js'
+import { DEADLINES_PATTERN, PURGES_PATTERN, projectOfDeadlinesKey } from '../src/runs/keys.js'
+import type { RunService } from '../src/runs/service.js'
+
+/** Runs expired per script call, and entries read per project per round. */
+const BATCH = 500
+
+/**
+ * The background sweep of runs (src/runs/README.md, "Expiry" and "Retention"). Runs expire
+ * lazily whenever they are touched; this ends those nobody touches, so their reservation goes
+ * back to the parent or the wallet, and forgets ended run trees whose retention is over. It scans
+ * every master for the projects' deadline sets (`mg:{cat:<p>}:rx`) and purge sets (`:rp`), reads
+ * the entries due on the service's clock, and runs one expireRuns script per customer, one
+ * purgeRuns per tree. `match` narrows the scan to the given deadline keys (tests: one project's
+ * `mg:{cat:<p>}:rx`; its purge set is swept with it).
+ */
+export async function sweepExpiredRuns(redis: RedisClient, runs: RunService, match?: string): Promise<{ projects: number; expired: number; purged: number }> {
+  const patterns = match === undefined ? [DEADLINES_PATTERN, PURGES_PATTERN] : [match, match.replace(/:rx$/, ':rp')]
+  const keys = new Set<string>()
+  const nodes: Redis[] = (redis as Cluster).isCluster ? (redis as Cluster).nodes('master') : [redis as Redis]
+  for (const node of nodes) {
+    for (const pattern of patterns) {
+      let cursor = '0'
+      do {
+        const [next, found] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
+        cursor = next
+        for (const key of found) keys.add(key)
+      } while (cursor !== '0')
+    }
+  }
+  let expired = 0
+  let purged = 0
+  const projects = new Set<string>()
+  for (const key of keys) {
+    const projectId = projectOfDeadlinesKey(key)
+    if (projectId === undefined) continue
+    projects.add(projectId)
+    const purging = key.endsWith(':rp')
+    for (;;) {
+      const due = await redis.zrangebyscore(key, '-inf', runs.now(), 'LIMIT', 0, BATCH)
+      if (due.length === 0) break
+      const byCustomer = new Map<string, string[]>()
+      for (const member of due) {
+        const tab = member.indexOf('\t')
+        const customerId = member.slice(0, tab)
+        ;(byCustomer.get(customerId) ?? byCustomer.set(customerId, []).get(customerId)!).push(member.slice(tab + 1))
+      }
+      for (const [customerId, runIds] of byCustomer) {
+        if (purging) for (const runId of runIds) purged += await runs.purge(projectId, customerId, runId)
+        else expired += await runs.expire(projectId, customerId, runIds)
+      }
+      if (due.length < BATCH) break
+    }
+  }
+  return { projects: projects.size, expired, purged }
+}
+
+/** Runs the sweep every `intervalMs` until stopped; one sweep at a time. */
+export function startRunExpiry(redis: RedisClient, runs: RunService, intervalMs: number, onError: (err: unknown) => void): () => void {
+  let running = false
+  const timer = setInterval(() => {
+    if (running) return
+    running = true
+    sweepExpiredRuns(redis, runs).catch(onError).finally(() => { running = false })
+  }, intervalMs)
+  timer.unref()
+  return () => clearInterval(timer)
+}
