@@ -1,6 +1,6 @@
-import type { Cluster, Redis } from 'ioredis'
 import type { BudgetService } from '../src/budgets/service.js'
 import { SWEEP_PATTERNS, tagOfIndexKey } from '../src/budgets/keys.js'
+import { scanMasters } from '../src/redis/scan.js'
 import type { RedisClient } from '../src/redis/scripts.js'
 
 /**
@@ -11,19 +11,9 @@ import type { RedisClient } from '../src/redis/scripts.js'
  */
 export async function sweepExpiredHolds(redis: RedisClient, budgets: BudgetService): Promise<{ budgets: number; expired: number; purged: number }> {
   const tags = new Set<string>()
-  const nodes: Redis[] = isCluster(redis) ? redis.nodes('master') : [redis as Redis]
-  for (const node of nodes) {
-    for (const pattern of SWEEP_PATTERNS) {
-      let cursor = '0'
-      do {
-        const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
-        cursor = next
-        for (const key of keys) {
-          const tag = tagOfIndexKey(key)
-          if (tag) tags.add(tag)
-        }
-      } while (cursor !== '0')
-    }
+  for (const key of await scanMasters(redis, SWEEP_PATTERNS)) {
+    const tag = tagOfIndexKey(key)
+    if (tag) tags.add(tag)
   }
   let expired = 0
   let purged = 0
@@ -35,9 +25,6 @@ export async function sweepExpiredHolds(redis: RedisClient, budgets: BudgetServi
   return { budgets: tags.size, expired, purged }
 }
 
-function isCluster(redis: RedisClient): redis is Cluster {
-  return (redis as Cluster).isCluster === true
-}
 
 /** Runs the sweep every `intervalMs` until stopped; one sweep at a time. */
 export function startHoldExpiry(redis: RedisClient, budgets: BudgetService, intervalMs: number, onError: (err: unknown) => void): () => void {

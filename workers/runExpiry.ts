@@ -1,4 +1,4 @@
-import type { Cluster, Redis } from 'ioredis'
+import { scanMasters } from '../src/redis/scan.js'
 import type { RedisClient } from '../src/redis/scripts.js'
 import { DEADLINES_PATTERN, PURGES_PATTERN, projectOfDeadlinesKey } from '../src/runs/keys.js'
 import type { RunService } from '../src/runs/service.js'
@@ -17,18 +17,7 @@ const BATCH = 500
  */
 export async function sweepExpiredRuns(redis: RedisClient, runs: RunService, match?: string): Promise<{ projects: number; expired: number; purged: number }> {
   const patterns = match === undefined ? [DEADLINES_PATTERN, PURGES_PATTERN] : [match, match.replace(/:rx$/, ':rp')]
-  const keys = new Set<string>()
-  const nodes: Redis[] = (redis as Cluster).isCluster ? (redis as Cluster).nodes('master') : [redis as Redis]
-  for (const node of nodes) {
-    for (const pattern of patterns) {
-      let cursor = '0'
-      do {
-        const [next, found] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
-        cursor = next
-        for (const key of found) keys.add(key)
-      } while (cursor !== '0')
-    }
-  }
+  const keys = await scanMasters(redis, patterns)
   let expired = 0
   let purged = 0
   const projects = new Set<string>()

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto'
-import type { Redis } from 'ioredis'
 import { rate, toMinorUnits, toQuantityUnits } from '../billing/rating.js'
 import { cycleAt } from '../catalog/cycles.js'
 import { readCatalogState, readCustomer } from '../catalog/redis.js'
@@ -8,6 +7,7 @@ import type { PhaseView, StoredCatalog, StoredPlanFeature, SubscriptionView } fr
 import type { ClickHouseStore } from '../clickhouse/store.js'
 import type { Clock } from '../clock.js'
 import { failure, success, type Result } from '../errors.js'
+import { scanMasters } from '../redis/scan.js'
 import type { RedisClient } from '../redis/scripts.js'
 import { cycleUsage, type MeteredFeature } from './clickhouse.js'
 import { CATALOG_PATTERN, projectOfCatalogKey } from './keys.js'
@@ -117,19 +117,10 @@ export class InvoiceService {
   }
 
   private async projectsWithCatalog(): Promise<string[]> {
-    const cluster = this.redis as { isCluster?: boolean; nodes?: (role: string) => Redis[] }
-    const nodes: Redis[] = cluster.isCluster ? cluster.nodes!('master') : [this.redis as Redis]
     const projects = new Set<string>()
-    for (const node of nodes) {
-      let cursor = '0'
-      do {
-        const [next, keys] = await node.scan(cursor, 'MATCH', CATALOG_PATTERN, 'COUNT', 1000)
-        cursor = next
-        for (const key of keys) {
-          const p = projectOfCatalogKey(key)
-          if (p) projects.add(p)
-        }
-      } while (cursor !== '0')
+    for (const key of await scanMasters(this.redis, [CATALOG_PATTERN])) {
+      const p = projectOfCatalogKey(key)
+      if (p) projects.add(p)
     }
     return [...projects].sort()
   }

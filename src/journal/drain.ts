@@ -2,10 +2,10 @@
 // See README.md for the contract and why it is exactly once.
 
 import { randomBytes } from 'node:crypto'
-import type { Cluster, Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { insertOnceById } from '../clickhouse/events.js'
 import type { ClickHouseStore } from '../clickhouse/store.js'
+import { scanMasters } from '../redis/scan.js'
 import { Script, type RedisClient } from '../redis/scripts.js'
 import { DEAD_LETTER_KEY, JOURNAL_PATTERN, claimKey, isJournalKey } from './keys.js'
 import { journalTables } from './tables.js'
@@ -78,23 +78,6 @@ export function parseEntry(entry: string, tables: Record<string, { idColumn: str
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(column)) return { dead: `bad column name ${JSON.stringify(column)}` }
   }
   return { table, row: r }
-}
-
-/** Every key matching the globs, on every master of a Cluster (as workers/holdExpiry.ts scans). */
-export async function scanMasters(redis: RedisClient, patterns: string[]): Promise<string[]> {
-  const found = new Set<string>()
-  const nodes: Redis[] = (redis as Cluster).isCluster ? (redis as Cluster).nodes('master') : [redis as Redis]
-  for (const node of nodes) {
-    for (const pattern of patterns) {
-      let cursor = '0'
-      do {
-        const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
-        cursor = next
-        for (const key of keys) found.add(key)
-      } while (cursor !== '0')
-    }
-  }
-  return [...found]
 }
 
 /**

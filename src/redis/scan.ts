@@ -1,0 +1,23 @@
+import type { Cluster, Redis } from 'ioredis'
+import type { RedisClient } from './scripts.js'
+
+/**
+ * Every key matching the globs, on every master of a Cluster (one node otherwise): what the
+ * background sweeps (holds, runs, journal lists, invoice cycles) iterate over. SCAN may return a
+ * key twice; the answer has each once.
+ */
+export async function scanMasters(redis: RedisClient, patterns: readonly string[]): Promise<string[]> {
+  const found = new Set<string>()
+  const nodes: Redis[] = (redis as Cluster).isCluster ? (redis as Cluster).nodes('master') : [redis as Redis]
+  for (const node of nodes) {
+    for (const pattern of patterns) {
+      let cursor = '0'
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
+        cursor = next
+        for (const key of keys) found.add(key)
+      } while (cursor !== '0')
+    }
+  }
+  return [...found]
+}
