@@ -2,6 +2,8 @@ import { Queue, Worker, type Job } from 'bullmq'
 import type { Logger } from 'pino'
 import type { DeadLetterData } from '../src/events/deadLetters.js'
 import { BATCH_JOB, DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX } from '../src/events/queue.js'
+import { readCustomerViews } from '../src/entitlements/redis.js'
+import { countsOfEvents } from '../src/entitlements/usage.js'
 import { claimEvents } from '../src/events/redis.js'
 import { toRow } from '../src/events/rows.js'
 import type { EventSink, IngestJobData, UsageEvent, UsageEventRow } from '../src/events/types.js'
@@ -38,16 +40,23 @@ export interface IngestWorker {
  */
 const MAX_STALLS = 10
 
-/** The events of a batch that this batch owns, per project (one claim script per project). */
-async function ownedEvents(connection: RedisClient, batchId: string, events: UsageEvent[]): Promise<UsageEvent[]> {
+/**
+ * The events of a batch that this batch owns, per project (one claim script per project), with
+ * the feature each one's row names. The claim also counts each newly claimed event's usage
+ * against its customer's entitlements (src/entitlements/README.md), from the customers' read
+ * documents (one pipelined read per project).
+ */
+async function ownedEvents(connection: RedisClient, batchId: string, events: UsageEvent[]): Promise<{ event: UsageEvent; featureSlug: string }[]> {
   const byProject = new Map<string, UsageEvent[]>()
   for (const e of events) (byProject.get(e.projectId) ?? byProject.set(e.projectId, []).get(e.projectId)!).push(e)
-  const owned = new Set<UsageEvent>()
+  const owned = new Map<UsageEvent, string>()
   for (const [projectId, list] of byProject) {
-    const ids = await claimEvents(connection, projectId, batchId, list.map((e) => e.eventId), Date.now())
-    for (const e of list) if (ids.has(e.eventId)) owned.add(e)
+    const customers = await readCustomerViews(connection, projectId, [...new Set(list.map((e) => e.customerId))])
+    const { counts, featureSlugs } = countsOfEvents(list, customers)
+    const ids = await claimEvents(connection, projectId, batchId, list.map((e) => e.eventId), Date.now(), counts)
+    list.forEach((e, i) => { if (ids.has(e.eventId)) owned.set(e, featureSlugs[i]!) })
   }
-  return events.filter((e) => owned.has(e))
+  return events.filter((e) => owned.has(e)).map((event) => ({ event, featureSlug: owned.get(event)! }))
 }
 
 /**
@@ -70,7 +79,7 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
   const processJob = async (job: Job<IngestJobData>): Promise<{ rows: number; deadLettered?: true }> => {
     const { batchId, events } = job.data
     try {
-      const rows = (await ownedEvents(connection, batchId, events)).map(toRow)
+      const rows = (await ownedEvents(connection, batchId, events)).map(({ event, featureSlug }) => toRow(event, featureSlug))
       // The first start of a batch that is no replay cannot find any of its owned events stored
       // (no other batch inserts them), so the sink may skip looking: half the insert's cost.
       const firstAttempt = job.attemptsStarted === 1 && job.data.replay !== true

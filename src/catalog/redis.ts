@@ -67,7 +67,7 @@ export async function applyCatalog(
   return { status: status as 'ok' | 'version_conflict', version: Number(version) }
 }
 
-function flagsOf(hash: Record<string, string>): AccessFlags {
+export function flagsOf(hash: Record<string, string>): AccessFlags {
   return {
     customerDisabled: hash.customerDisabled === '1',
     customerUsageLimitReached: hash.customerUsageLimitReached === '1',

@@ -2,6 +2,8 @@ import { budgetRuleIssues, resolveHolds, type BudgetService } from '../budgets/s
 import type { Clock } from '../clock.js'
 import { failure, success, type Failure, type Result } from '../errors.js'
 import { formatUnits, parseAmount } from '../money/decimal.js'
+import { readCustomerWithUsage } from '../entitlements/redis.js'
+import { withUsage } from '../entitlements/usage.js'
 import type { RedisClient } from '../redis/scripts.js'
 import { changeOf } from './canonical.js'
 import { buildCustomers, customersToRead } from './customers.js'
@@ -13,7 +15,7 @@ import type {
   AccessUpdateRequest, Entitlement, EntitlementReduced, FeaturesListResponse, PlanVersionsListRequest,
   PlanVersionsListResponse, Subscription,
 } from './schemas.js'
-import type { AccessFlags, ApplyResult, ChangeLists, CustomerView } from './types.js'
+import type { ApplyResult, ChangeLists } from './types.js'
 import {
   entitlementsAt, featureListItem, filterPlanVersions, planVersionDetail, planVersionListItem, reduceEntitlement, subscriptionAt,
 } from './views.js'
@@ -74,11 +76,16 @@ export class CatalogService {
     return success({ dryRun: false, catalogVersion: version, summary })
   }
 
-  /** POST /v1/access/entitlements/list. */
+  /**
+   * POST /v1/access/entitlements/list, with the usage counted against each entitlement and grant
+   * (src/entitlements/README.md): the customer and its usage counters in one call.
+   */
   async listEntitlements(projectId: string, customerId: string): Promise<Result<Entitlement[]>> {
-    const customer = await this.enabledCustomer(projectId, customerId)
-    if (!customer.ok) return customer
-    return success(entitlementsAt(customer.value.view, customer.value.flags, this.clock()))
+    const customer = await readCustomerWithUsage(this.redis, projectId, customerId)
+    if (!customer) return customerNotFound(customerId)
+    if (customer.flags.customerDisabled) return customerDisabled(customerId)
+    const now = this.clock()
+    return success(withUsage(entitlementsAt(customer.view, customer.flags, now), customer.usage, customer.view, now))
   }
 
   /** POST /v1/entitlements/get: the same entitlements, reduced. */
@@ -132,15 +139,6 @@ export class CatalogService {
     return store.readCustomerDisabled(this.redis, projectId, customerId)
   }
 
-  private async enabledCustomer(projectId: string, customerId: string): Promise<Result<{ view: CustomerView; flags: AccessFlags }>> {
-    const customer = await store.readCustomer(this.redis, projectId, customerId)
-    if (!customer) return customerNotFound(customerId)
-    if (customer.flags.customerDisabled) {
-      return failure('forbidden', 'customer_disabled', `Customer ${customerId} is disabled (POST /v1/access/update); its entitlements are refused.`)
-    }
-    return success(customer)
-  }
-
   /** Whether each budget of the document is new, changed or as stored (one read per budget, side by side). */
   private budgetChanges(projectId: string, budgets: BudgetDoc[]): Promise<{ input: BudgetDoc; change: keyof ChangeLists }[]> {
     return Promise.all(budgets.map(async (input) => {
@@ -156,6 +154,10 @@ export class CatalogService {
 export function checkProject(named: string | undefined, projectId: string): Failure | undefined {
   if (named === undefined || named === projectId) return undefined
   return failure('forbidden', 'other_project', `The body names project ${named}; this key belongs to another project.`)
+}
+
+function customerDisabled(customerId: string): Failure {
+  return failure('forbidden', 'customer_disabled', `Customer ${customerId} is disabled (POST /v1/access/update); its entitlements are refused.`)
 }
 
 function customerNotFound(customerId: string): Failure {

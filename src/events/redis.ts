@@ -1,4 +1,6 @@
 import { customerKey } from '../catalog/keys.js'
+import { entitlementStateKey, usageKey } from '../entitlements/keys.js'
+import type { EventCount } from '../entitlements/usage.js'
 import { Script, type RedisClient } from '../redis/scripts.js'
 import { claimDayKey, dedupBucketKey, dedupShard } from './keys.js'
 
@@ -68,10 +70,24 @@ const CLAIM_TTL_S = 3 * 86_400
 
 /**
  * Claims a batch's events of one project for the ClickHouse insert (lua/claimEvents-N.lua):
- * returns the event ids this batch owns, the only ones it may insert.
+ * returns the event ids this batch owns, the only ones it may insert. `counts` are the
+ * entitlement usage counts of the events (src/entitlements/usage.ts countsOfEvents): the script
+ * applies an event's counts only when this call is the first to claim it, so usage is counted
+ * exactly once per event id.
  */
-export async function claimEvents(redis: RedisClient, projectId: string, batchId: string, eventIds: string[], nowMs: number): Promise<Set<string>> {
+export async function claimEvents(redis: RedisClient, projectId: string, batchId: string, eventIds: string[], nowMs: number, counts: readonly EventCount[] = []): Promise<Set<string>> {
   const day = Math.floor(nowMs / DAY_MS)
-  const owned = (await scripts.claim.run(redis, [claimDayKey(projectId, day), claimDayKey(projectId, day - 1)], [batchId, CLAIM_TTL_S, ...eventIds])) as number[]
+  const keys = [claimDayKey(projectId, day), claimDayKey(projectId, day - 1)]
+  const args: (string | number)[] = [batchId, CLAIM_TTL_S, eventIds.length, ...eventIds]
+  const customers = new Map<string, number>()
+  for (const count of counts) {
+    let at = customers.get(count.customerId)
+    if (at === undefined) {
+      at = keys.push(usageKey(projectId, count.customerId), entitlementStateKey(projectId, count.customerId)) - 1
+      customers.set(count.customerId, at)
+    }
+    args.push(count.event + 1, at, at + 1, ...count.args)
+  }
+  const owned = (await scripts.claim.run(redis, keys, args)) as number[]
   return new Set(eventIds.filter((_, i) => owned[i] === 1))
 }

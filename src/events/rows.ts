@@ -14,17 +14,18 @@ export function eventValue(properties: Record<string, unknown> | undefined): num
 }
 
 /**
- * The raw-events table row of an accepted event. `feature_slug` is the event slug until the
- * catalog maps events to features: the catalog's default meter of a feature counts the events
- * whose slug is the feature's (`meterConfig.eventSlug` defaults to the feature slug).
+ * The raw-events table row of an accepted event. `feature_slug` is the feature whose meter
+ * counts the event (src/entitlements/usage.ts countsOfEvents: the ingest worker maps it from the
+ * customer's entitlements; the event slug when none counts it, which is also what the catalog's
+ * default meter of a feature counts).
  */
-export function toRow(event: UsageEvent): UsageEventRow {
+export function toRow(event: UsageEvent, featureSlug: string = event.eventSlug): UsageEventRow {
   return {
     event_id: event.eventId,
     project_id: event.projectId,
     customer_id: event.customerId,
     event_slug: event.eventSlug,
-    feature_slug: event.eventSlug,
+    feature_slug: featureSlug,
     value: eventValue(event.properties),
     properties: event.properties === undefined ? '{}' : JSON.stringify(event.properties),
     ts_ms: event.timestampMs,

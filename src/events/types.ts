@@ -33,7 +33,7 @@ export interface UsageEventRow {
   project_id: string
   customer_id: string
   event_slug: string
-  /** The event slug until the catalog maps events to features (src/events/rows.ts). */
+  /** The feature whose meter counts the event, else the event slug (src/entitlements/README.md). */
   feature_slug: string
   /** `properties.value` when it is a finite number (or a decimal string), else 1. */
   value: number

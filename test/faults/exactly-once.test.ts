@@ -2,7 +2,8 @@
 // routes), while the ingest worker process (test 1) or the gateway process (test 2) is SIGKILLed
 // at random points and restarted. At the end ClickHouse holds each event once: in usage_events
 // (with and without FINAL: no duplicate row is ever inserted) and in the daily and hourly
-// aggregates (sum of values and event count exact).
+// aggregates (sum of values and event count exact); and the customers' entitlement usage counters
+// in Redis (src/entitlements/, counted at the worker's claim) hold each event's value once.
 //
 // Real processes: `node --import tsx src/main.ts` (METERING_INGEST_WORKER=0) and
 // `node --import tsx workers/main.ts`, over a redis-server of the test's own (the child processes
@@ -21,7 +22,10 @@ import { Redis } from 'ioredis'
 import { afterEach, describe, expect, inject, onTestFailed, test } from 'vitest'
 import { canonicalDecimal, sqlLiteral } from '../../src/clickhouse/sql.js'
 import { openClickHouse, type ClickHouseStore } from '../../src/clickhouse/store.js'
+import { usageKey } from '../../src/entitlements/keys.js'
+import { parseStoredUsage } from '../../src/entitlements/usage.js'
 import { DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX } from '../../src/events/queue.js'
+import { formatUnits } from '../../src/money/decimal.js'
 import { freePort, startRedisServer, type RedisServerHandle } from '../../src/redis/embedded.js'
 import { prng } from '../support/prng.js'
 import { spawnNode, waitFor, waitForHttp, waitForOutput, type NodeProcess } from '../support/processes.js'
@@ -123,6 +127,32 @@ class World {
     this.apiKey = body.apiKey
   }
 
+  /** A catalog the events count against: each customer's `tokens` summed, no limit, one period per UTC year. */
+  async applyCatalog(): Promise<void> {
+    const since = Date.UTC(2020, 0, 1)
+    const res = await fetch(`${this.url}/v1/config/apply`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${this.apiKey}` },
+      body: JSON.stringify({
+        features: [{ slug: 'tokens', title: 'Tokens', unitOfMeasure: 'tokens', meterConfig: { eventSlug: 'tokens', aggregationMethod: 'sum', aggregationField: 'value' } }],
+        plans: [{ slug: 'pro', title: 'Pro' }],
+        planVersions: [{
+          plan: 'pro', version: 1, status: 'published', title: 'Pro', currency: 'USD', billingConfig: { billingInterval: 'month' },
+          features: [{ featureSlug: 'tokens', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, resetConfig: { resetInterval: 'year', resetAnchor: 1 }, metadata: { overageStrategy: 'always' } }],
+        }],
+        customers: CUSTOMERS.map((id) => ({ id })),
+        subscriptions: CUSTOMERS.map((id) => ({ id: `sub-${id}`, customerId: id, phases: [{ plan: 'pro', version: 1, startAt: since }] })),
+      }),
+    })
+    expect(res.status, await res.clone().text()).toBe(200)
+  }
+
+  /** The sum of the customers' `tokens` counted in Redis this period, as a decimal. */
+  async countedUsage(): Promise<string> {
+    const raws = await Promise.all(CUSTOMERS.map((id) => this.observer.hget(usageKey(this.projectId, id), 'tokens')))
+    return formatUnits(raws.reduce((sum, raw) => sum + (parseStoredUsage(raw ?? undefined)?.usage ?? 0n), 0n))
+  }
+
   async storedRows(): Promise<number> {
     const rows = await this.store.query<{ n: string }>(
       `SELECT count() AS n FROM ${this.database}.usage_events WHERE project_id = ${sqlLiteral(this.projectId)}`,
@@ -145,6 +175,8 @@ class World {
     if (this.dir) await rm(this.dir, { recursive: true, force: true })
   }
 }
+
+const CUSTOMERS = Array.from({ length: 7 }, (_, i) => `cust-${i}`)
 
 /** N distinct events with values (integers and 2-decimal strings) and their exact sum in hundredths. */
 function makeEvents(rng: () => number, n: number): { events: UsageEvent[]; sumCents: bigint } {
@@ -293,6 +325,8 @@ async function verify(world: World, sent: UsageEvent[], sumCents: bigint, log: s
   const want = { v: formatCents(sumCents), n: sent.length }
   expect({ v: canonicalDecimal(daily?.v ?? '0'), n: Number(daily?.n) }, `usage_daily\n${log.join('\n')}`).toEqual(want)
   expect({ v: canonicalDecimal(hourly?.v ?? '0'), n: Number(hourly?.n) }, `usage_hourly\n${log.join('\n')}`).toEqual(want)
+  // Counted against the entitlements once per event, whatever the kills (the count is part of the claim).
+  expect(await world.countedUsage(), `entitlement usage\n${log.join('\n')}`).toBe(want.v)
 }
 
 /** Polls until no ingest job is waiting, active, delayed or retried. */
@@ -347,6 +381,7 @@ describe('exactly once under SIGKILL (real gateway and worker processes)', () =>
     await world.startGateway()
     await world.openStore()
     await world.createProject()
+    await world.applyCatalog()
     await world.startWorker()
 
     const { events, sumCents } = makeEvents(rng, N)
@@ -400,6 +435,7 @@ describe('exactly once under SIGKILL (real gateway and worker processes)', () =>
     await world.startGateway()
     await world.openStore()
     await world.createProject()
+    await world.applyCatalog()
     const { events, sumCents } = makeEvents(prng(42), 1_000)
     const res = await fetch(`${world.url}/v1/usage/record-batch`, {
       method: 'POST',

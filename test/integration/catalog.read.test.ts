@@ -2,7 +2,7 @@
 // (src/catalog/schemas.ts) with TypeCompiler: entitlements (full and the reduced variant),
 // subscriptions with their cycles (time zones included), plan versions with every filter of
 // 4.10, one plan version, features; access flags and a disabled customer; other projects; and
-// that a customer read is one Redis command.
+// that a customer read is one Redis command (entitlements with their usage: one script call).
 import { readFileSync } from 'node:fs'
 import type { Static, TSchema } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
@@ -88,7 +88,8 @@ describe('POST /v1/access/entitlements/list', () => {
     expect(res.body.map((e) => e.featurePlanVersion.feature.slug)).toEqual(['seats', 'tokens', 'run-budget'])
     for (const e of res.body) {
       expect(e).toMatchObject({ projectId, customerId: 'acme', subscriptionId: 'sub_acme', expiresAt: null, subscriptionPhase: { creditLinePolicy: 'capped' } })
-      expect(e.metadata).toEqual({ customerDisabled: false, customerUsageLimitReached: false, subscriptionStatus: 'active' })
+      // Beside the flags, the usage counted against the entitlement (src/entitlements/README.md).
+      expect(e.metadata).toEqual({ customerDisabled: false, customerUsageLimitReached: false, subscriptionStatus: 'active', usage: expect.objectContaining({ usage: '0', denied: false }) })
       for (const id of [e.id, e.featurePlanVersionId, e.subscriptionPhaseId!, e.subscriptionItemId!, ...e.grants!.map((g) => g.id)]) expect(id.length).toBeLessThanOrEqual(36)
       for (const g of e.grants!) expect(g.customerEntitlementId).toBe(e.id)
     }
@@ -390,7 +391,7 @@ describe('other projects', () => {
   })
 })
 
-test('reading a customer\'s entitlements or subscription is one Redis command (HGETALL)', async () => {
+test('reading a customer\'s entitlements (with usage: one script) or subscription (HGETALL) is one Redis command', async () => {
   const redis = testRedis()
   try {
     const clock = manualClock(MARCH_15)
@@ -412,7 +413,7 @@ test('reading a customer\'s entitlements or subscription is one Redis command (H
     expect((await service.getEntitlements(project, 'acme')).ok).toBe(true)
     expect((await service.getSubscription(project, 'acme')).ok).toBe(true)
     expect(await service.isCustomerDisabled(project, 'acme')).toBe(false)
-    expect(commands).toEqual(['hgetall', 'hgetall', 'hgetall', 'hget'])
+    expect(commands).toEqual(['call', 'call', 'hgetall', 'hget'])
   } finally {
     await redis.quit()
   }

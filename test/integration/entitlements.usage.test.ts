@@ -1,0 +1,312 @@
+// Usage counted against entitlements (src/entitlements/README.md), with a moving clock:
+// raw events through POST /v1/usage/record(-batch) → the gateway's in-process ingest worker,
+// whose claim counts each new event once against the customer's grants (the test
+// clickhouse-server 18.16 in a throwaway database holds the rows); grant priority, a grant
+// expiring mid-period, reset at a monthly period end in New York time, every overage strategy
+// at its limit, duplicates, the denied state hash, the read routes in one Redis command, and
+// the synchronous check (lua/checkEntitlement-2.lua) on a single node and on a Cluster.
+import { randomBytes } from 'node:crypto'
+import { mkdtemp, rm } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { TypeCompiler } from '@sinclair/typebox/compiler'
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest'
+import { BudgetService } from '../../src/budgets/service.js'
+import { EntitlementsGetResponseSchema, EntitlementsListResponseSchema } from '../../src/catalog/schemas.js'
+import { CatalogService } from '../../src/catalog/service.js'
+import { manualClock } from '../../src/clock.js'
+import { entitlementStateKey, usageKey } from '../../src/entitlements/keys.js'
+import { readCustomerViews } from '../../src/entitlements/redis.js'
+import { EntitlementService } from '../../src/entitlements/service.js'
+import { countsOfEvents, resetPeriod } from '../../src/entitlements/usage.js'
+import { claimEvents } from '../../src/events/redis.js'
+import type { RedisClient } from '../../src/redis/scripts.js'
+import { startTestGateway, type TestGateway } from '../support/gateway.js'
+import { untilQueuesIdle } from '../support/queues.js'
+import { testCluster, testRedis, uniquePrefix } from '../support/redis.js'
+
+const HOUR_MS = 3_600_000
+const DAY_MS = 86_400_000
+/** Midnight of 2025-01-01 in New York (EST, UTC−5): the subscription's start and its first reset period's. */
+const JAN_1_NY = Date.UTC(2025, 0, 1, 5)
+const FEB_1_NY = Date.UTC(2025, 1, 1, 5)
+const START = Date.UTC(2025, 0, 10, 12)
+const PROMO_ENDS = Date.UTC(2025, 0, 20, 12)
+
+const CATALOG = {
+  features: [
+    { slug: 'tokens', title: 'Tokens', unitOfMeasure: 'tokens', meterConfig: { eventSlug: 'llm.completion', aggregationMethod: 'sum', aggregationField: 'tokens' } },
+    { slug: 'completions', title: 'Completions', unitOfMeasure: 'calls', meterConfig: { eventSlug: 'llm.completion', aggregationMethod: 'count' } },
+    { slug: 'gpus', title: 'GPUs', unitOfMeasure: 'gpus', meterConfig: { eventSlug: 'gpu.usage', aggregationMethod: 'max', aggregationField: 'gpus' } },
+    { slug: 'storage', title: 'Storage', unitOfMeasure: 'GB', meterConfig: { eventSlug: 'storage.report', aggregationMethod: 'latest', aggregationField: 'gb' } },
+  ],
+  plans: [{ slug: 'pro', title: 'Pro' }],
+  planVersions: [{
+    plan: 'pro', version: 1, status: 'published', title: 'Pro', currency: 'USD', billingConfig: { billingInterval: 'month' },
+    features: [
+      { featureSlug: 'tokens', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, limit: 20, metadata: { overageStrategy: 'none' } },
+      { featureSlug: 'completions', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, limit: 3, metadata: { overageStrategy: 'last-call' } },
+      { featureSlug: 'gpus', featureType: 'usage', config: { usageMode: 'unit', price: '1' }, limit: 4, metadata: { overageStrategy: 'none' } },
+      { featureSlug: 'storage', featureType: 'usage', config: { usageMode: 'unit', price: '0.1' }, limit: 10, metadata: { overageStrategy: 'always' } },
+    ],
+  }],
+  customers: ['acme', 'batchy', 'dupes', 'sync', 'fresh'].map((id) => ({ id })),
+  subscriptions: ['acme', 'batchy', 'dupes', 'sync', 'fresh'].map((id) => ({
+    id: `sub-${id}`, customerId: id, timezone: 'America/New_York', phases: [{ plan: 'pro', version: 1, startAt: JAN_1_NY }],
+  })),
+  grants: [
+    { id: 'promo-acme', customerId: 'acme', featureSlug: 'tokens', type: 'promotion', allowanceUnits: 80, effectiveAt: JAN_1_NY, expiresAt: PROMO_ENDS },
+    { id: 'promo-sync', customerId: 'sync', featureSlug: 'tokens', type: 'promotion', allowanceUnits: 80, effectiveAt: JAN_1_NY },
+  ],
+}
+
+const listCheck = TypeCompiler.Compile(EntitlementsListResponseSchema)
+const getCheck = TypeCompiler.Compile(EntitlementsGetResponseSchema)
+
+describe('usage recorded over HTTP, counted by the ingest worker', () => {
+  const suffix = randomBytes(6).toString('hex')
+  const database = `test_ent_${suffix}`
+  const queue = `test-entitlements-${suffix}`
+  let gw: TestGateway
+  let dataDir: string
+  let apiKey: string
+  let projectId: string
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'metering-entitlements-'))
+    gw = await startTestGateway({
+      clickhouse: 'on', clickhouseUrl: inject('clickhouseUrl'), clickhouseDatabase: database, dataDir, events: { queueName: queue },
+    }, START)
+    ;({ apiKey, projectId } = await gw.project())
+    const applied = await gw.post('/v1/config/apply', CATALOG, apiKey)
+    expect(applied.status, JSON.stringify(applied.body)).toBe(200)
+  })
+  afterAll(async () => {
+    await gw?.clickhouse?.exec(`DROP DATABASE IF EXISTS ${database}`).catch(() => undefined)
+    await gw?.close()
+    await rm(dataDir, { recursive: true, force: true })
+  })
+
+  let n = 0
+  const record = async (customerId: string, eventSlug: string, properties: Record<string, unknown>, id = `e${++n}`, timestamp?: number) => {
+    const res = await gw.post('/v1/usage/record', { customerId, eventSlug, id, properties, ...(timestamp === undefined ? {} : { timestamp }) }, apiKey)
+    expect(res.body).toEqual({ accepted: true })
+  }
+  const drained = () => untilQueuesIdle(gw.redis, [queue])
+  /** The entitlements of a customer by feature slug, checked against the response schema. */
+  const usageOf = async (customerId: string) => {
+    const res = await gw.post('/v1/access/entitlements/list', { customerId }, apiKey)
+    expect(res.status, JSON.stringify(res.body)).toBe(200)
+    expect([...listCheck.Errors(res.body)].slice(0, 3)).toEqual([])
+    return Object.fromEntries(res.body.map((e: any) => [e.featurePlanVersion.feature.slug, e])) as Record<string, any>
+  }
+  const grantsOf = (e: any) => e.grants.map((g: any) => [g.id.startsWith('gr_') ? 'subscription' : g.id, g.metadata.usage.consumed])
+  const deniedUntil = async (customerId: string, featureSlug: string) => gw.redis.hget(entitlementStateKey(projectId, customerId), featureSlug)
+
+  test('grants in priority order, a grant expiring mid-period, none at its limit, reset at the period end in New York time', async () => {
+    gw.clock.set(START)
+    await record('acme', 'llm.completion', { tokens: 50 })
+    await drained()
+    let tokens = (await usageOf('acme')).tokens
+    expect(tokens.metadata.usage).toEqual({
+      usage: '50', limit: '100', remaining: '50', overage: '0', refused: '0', periodStartAt: JAN_1_NY, periodEndAt: FEB_1_NY, denied: false,
+    })
+    // The promotion (80) is consumed before the subscription's grant (20).
+    expect(grantsOf(tokens)).toEqual([['promo-acme', '50'], ['subscription', '0']])
+
+    // The promotion expires: its allowance and what was consumed from it leave with it.
+    gw.clock.set(PROMO_ENDS)
+    tokens = (await usageOf('acme')).tokens
+    expect(tokens.metadata.usage).toMatchObject({ usage: '50', limit: '20', remaining: '20', denied: false })
+    expect(grantsOf(tokens)).toEqual([['subscription', '0']])
+    await record('acme', 'llm.completion', { tokens: '12.5' })
+    await record('acme', 'llm.completion', { tokens: 10 }) // 22.5 > 20: none refuses it
+    await drained()
+    tokens = (await usageOf('acme')).tokens
+    expect(tokens.metadata.usage).toMatchObject({ usage: '62.5', limit: '20', remaining: '7.5', refused: '10', denied: false })
+    expect(await deniedUntil('acme', 'tokens')).toBeNull()
+    await record('acme', 'llm.completion', { tokens: '7.5' }) // exactly the limit: reached, denied until the period ends
+    await drained()
+    tokens = (await usageOf('acme')).tokens
+    expect(tokens.metadata.usage).toMatchObject({ usage: '70', remaining: '0', denied: true })
+    expect(grantsOf(tokens)).toEqual([['subscription', '20']])
+    expect(await deniedUntil('acme', 'tokens')).toBe(String(FEB_1_NY))
+    await record('acme', 'llm.completion', { tokens: 1 })
+    await drained()
+    expect((await usageOf('acme')).tokens.metadata.usage).toMatchObject({ usage: '70', refused: '11', denied: true })
+
+    // The period ends at midnight in New York (05:00 UTC), not at midnight UTC.
+    gw.clock.set(FEB_1_NY - 1)
+    expect(await gw.services.entitlements.isDenied(projectId, 'acme', 'tokens')).toBe(true)
+    expect((await usageOf('acme')).tokens.metadata.usage).toMatchObject({ denied: true, periodEndAt: FEB_1_NY })
+    gw.clock.set(FEB_1_NY)
+    expect(await gw.services.entitlements.isDenied(projectId, 'acme', 'tokens')).toBe(false)
+    expect((await usageOf('acme')).tokens.metadata.usage).toEqual({
+      usage: '0', limit: '20', remaining: '20', overage: '0', refused: '0', periodStartAt: FEB_1_NY, periodEndAt: Date.UTC(2025, 2, 1, 5), denied: false,
+    })
+    await record('acme', 'llm.completion', { tokens: 4 })
+    await drained()
+    expect((await usageOf('acme')).tokens.metadata.usage).toMatchObject({ usage: '4', remaining: '16', denied: false })
+    expect(await deniedUntil('acme', 'tokens')).toBeNull()
+  })
+
+  test('record-batch is counted; last-call lets the crossing event through, then denies; one event counts for two features', async () => {
+    gw.clock.set(START)
+    const events = Array.from({ length: 5 }, (_, i) => ({ customerId: 'batchy', eventSlug: 'llm.completion', id: `b${i}`, properties: { tokens: 2 } }))
+    events.push({ customerId: 'batchy', eventSlug: 'llm.completion', id: 'b-text', properties: { tokens: 'lots' } as never })
+    const res = await gw.post('/v1/usage/record-batch', { events }, apiKey)
+    expect(res.body.results.every((r: any) => r.accepted)).toBe(true)
+    await drained()
+    const e = await usageOf('batchy')
+    // completions: 1, 2, 3 (reaches 3: allowed, then denied), 4, 5, 6 refused.
+    expect(e.completions.metadata.usage).toMatchObject({ usage: '3', limit: '3', remaining: '0', refused: '3', overage: '0', denied: true })
+    expect(await deniedUntil('batchy', 'completions')).toBe(String(FEB_1_NY))
+    // tokens: five events of 2; the one whose field is not a number counts for nothing.
+    expect(e.tokens.metadata.usage).toMatchObject({ usage: '10', remaining: '10', refused: '0', denied: false })
+    // The ClickHouse rows name the feature that counts them: of tokens and completions, the first by slug.
+    const rows = await gw.clickhouse!.query<{ event_id: string; feature_slug: string }>(
+      `SELECT event_id, feature_slug FROM ${database}.usage_events FINAL WHERE project_id = '${projectId}' AND customer_id = 'batchy' ORDER BY event_id`)
+    expect(rows.map((r) => r.feature_slug)).toEqual(Array(6).fill('completions'))
+
+    // always (storage: the latest value, past the limit as overage) and none (gpus: the maximum).
+    await record('batchy', 'gpu.usage', { gpus: 3 })
+    await record('batchy', 'storage.report', { gb: 12 }, 'st-new', START)
+    await record('batchy', 'storage.report', { gb: 8 }, 'st-old', START - HOUR_MS) // older: latest stays 12
+    await drained()
+    const after = await usageOf('batchy')
+    expect(after.storage.metadata.usage).toMatchObject({ usage: '12', limit: '10', remaining: '-2', overage: '2', denied: false })
+    expect(await deniedUntil('batchy', 'storage')).toBeNull()
+    expect(after.gpus.metadata.usage).toMatchObject({ usage: '3', denied: false })
+    await record('batchy', 'gpu.usage', { gpus: 5 }) // max 5 > 4: none refuses it
+    await record('batchy', 'gpu.usage', { gpus: 2 }) // below the max: nothing changes
+    await drained()
+    expect((await usageOf('batchy')).gpus.metadata.usage).toMatchObject({ usage: '3', refused: '5', denied: false })
+    await record('batchy', 'gpu.usage', { gpus: 4 })
+    await drained()
+    expect((await usageOf('batchy')).gpus.metadata.usage).toMatchObject({ usage: '4', remaining: '0', denied: true })
+  })
+
+  test('duplicates are counted once: the gateway\'s dedup window, and past it the worker\'s claim', async () => {
+    gw.clock.set(START)
+    await record('dupes', 'llm.completion', { tokens: 5 }, 'same')
+    await record('dupes', 'llm.completion', { tokens: 5 }, 'same')
+    await drained()
+    expect((await usageOf('dupes')).tokens.metadata.usage).toMatchObject({ usage: '5' })
+    // Past the 24 h dedup window the gateway queues it again; the claim knows the event id.
+    gw.clock.advance(25 * HOUR_MS)
+    await record('dupes', 'llm.completion', { tokens: 5 }, 'same')
+    await drained()
+    expect((await usageOf('dupes')).tokens.metadata.usage).toMatchObject({ usage: '5' })
+    expect((await usageOf('dupes')).completions.metadata.usage).toMatchObject({ usage: '1' })
+  })
+
+  test('the reduced variant shows the same usage; the read is one Redis command', async () => {
+    gw.clock.set(START + 2 * DAY_MS)
+    const res = await gw.post('/v1/entitlements/get', { customerId: 'batchy' }, apiKey)
+    expect(res.status).toBe(200)
+    expect([...getCheck.Errors(res.body)].slice(0, 3)).toEqual([])
+    expect(res.body.find((e: any) => e.featurePlanVersion.feature.slug === 'completions').metadata.usage).toMatchObject({ usage: '3', denied: true })
+
+    const commands: string[] = []
+    const counting = new Proxy(gw.redis, {
+      get(target, name, receiver) {
+        const value = Reflect.get(target, name, receiver)
+        if (typeof value !== 'function') return value
+        return (...args: unknown[]) => {
+          commands.push(String(name))
+          return value.apply(target, args)
+        }
+      },
+    }) as RedisClient
+    const service = new CatalogService(counting, gw.clock, new BudgetService(counting, gw.clock))
+    const listed = await service.listEntitlements(projectId, 'batchy')
+    expect(listed.ok && listed.value.length).toBe(4)
+    expect(commands).toEqual(['call'])
+  })
+})
+
+describe('the synchronous check (lua/checkEntitlement-2.lua, the include runs will call) and the claim\'s count', () => {
+  const runOn = async (redis: RedisClient) => {
+    const clock = manualClock(START)
+    const project = uniquePrefix()
+    const catalog = new CatalogService(redis, clock, new BudgetService(redis, clock))
+    const applied = await catalog.apply(project, CATALOG, 'test')
+    expect(applied.ok, JSON.stringify(applied)).toBe(true)
+    const service = new EntitlementService(redis, clock)
+    const check = async (feature: string, amount: string, mode: 'count' | 'check' = 'count') => {
+      const r = await service.check(project, 'sync', feature, amount, mode)
+      if (!r.ok) throw new Error(JSON.stringify(r))
+      return [r.value.allowed, r.value.reason, String(r.value.usedUnits / 100_000_000n), String(r.value.limitUnits / 100_000_000n)]
+    }
+    // none (tokens: promotion 80 + subscription 20)
+    expect(await check('tokens', '90', 'check')).toEqual([true, 'checked', '0', '100'])
+    expect(await check('tokens', '90')).toEqual([true, 'counted', '90', '100'])
+    expect(await check('tokens', '11')).toEqual([false, 'denied', '90', '100'])
+    expect(await check('tokens', '10')).toEqual([true, 'counted', '100', '100'])
+    expect(await check('tokens', '0')).toEqual([false, 'denied', '100', '100'])
+    expect(await service.isDenied(project, 'sync', 'tokens')).toBe(true)
+    // last-call (completions, count: the amount of a count is 1 per call as the caller gives it)
+    expect(await check('completions', '2')).toEqual([true, 'counted', '2', '3'])
+    expect(await check('completions', '5')).toEqual([true, 'counted', '7', '3'])
+    expect(await check('completions', '1')).toEqual([false, 'denied', '7', '3'])
+    // always (storage, latest)
+    expect(await check('storage', '25')).toEqual([true, 'counted', '25', '10'])
+    expect(await service.isDenied(project, 'sync', 'storage')).toBe(false)
+    // Periods only move forward: the next period starts from zero; back in the old one nothing counts.
+    clock.set(FEB_1_NY)
+    expect(await check('completions', '1')).toEqual([true, 'counted', '1', '3'])
+    clock.set(START)
+    expect(await check('completions', '1')).toEqual([false, 'period_closed', '0', '3'])
+    clock.set(FEB_1_NY)
+    expect(await check('completions', '1')).toEqual([true, 'counted', '2', '3'])
+    clock.set(START)
+    // the stored counters: the promotion consumed before the subscription
+    const customer = (await readCustomerViews(redis, project, ['sync'])).get('sync')!
+    const raw = await redis.hget(usageKey(project, 'sync'), 'tokens')
+    expect(raw).toMatch(/^\d+;\d+;0:10000000000;0:0;0:1100000000;-1;promo-sync=0:8000000000,gr_[0-9a-f]+=0:2000000000$/)
+    // Periods in New York time, across the change to daylight saving time (March 9).
+    const e = customer.view.entitlements.find((x) => x.featurePlanVersion.feature.slug === 'tokens')!
+    expect(resetPeriod(customer.view, e, Date.UTC(2025, 2, 20))).toEqual({ startMs: Date.UTC(2025, 2, 1, 5), endMs: Date.UTC(2025, 3, 1, 4) })
+    // The ingest claim: a retried batch (same batchId) and a second job with the same events
+    // own or lose them, but count them once.
+    const events = ['x1', 'x2', 'x3'].map((eventId, i) => ({
+      eventId, projectId: project, customerId: 'fresh', eventSlug: 'llm.completion', properties: { tokens: i + 1 }, timestampMs: START, receivedMs: START,
+    }))
+    const views = await readCustomerViews(redis, project, ['fresh'])
+    const { counts, featureSlugs } = countsOfEvents(events, views)
+    expect(featureSlugs).toEqual(['completions', 'completions', 'completions'])
+    expect(counts).toHaveLength(6)
+    const ids = events.map((x) => x.eventId)
+    expect([...await claimEvents(redis, project, 'b1', ids, Date.now(), counts)]).toEqual(ids)
+    expect([...await claimEvents(redis, project, 'b1', ids, Date.now(), counts)]).toEqual(ids)
+    expect([...await claimEvents(redis, project, 'b2', ids, Date.now(), counts)]).toEqual([])
+    const listed = await catalog.listEntitlements(project, 'fresh')
+    if (!listed.ok) throw new Error(JSON.stringify(listed))
+    const bySlug = Object.fromEntries(listed.value.map((x) => [x.featurePlanVersion.feature.slug, x.metadata.usage]))
+    expect(bySlug.tokens).toMatchObject({ usage: '6', remaining: '14' })
+    expect(bySlug.completions).toMatchObject({ usage: '3', remaining: '0', denied: true })
+    expect(await redis.hget(entitlementStateKey(project, 'fresh'), 'completions')).toBe(String(FEB_1_NY))
+    // A customer without the entitlement, an amount that is not a decimal.
+    expect(await service.check(project, 'nobody', 'tokens', '1')).toMatchObject({ ok: false, reason: 'customer_not_found' })
+    expect(await service.check(project, 'sync', 'nope', '1')).toMatchObject({ ok: false, reason: 'entitlement_not_found' })
+    expect(await service.check(project, 'sync', 'tokens', '-1')).toMatchObject({ ok: false, reason: 'invalid_request' })
+  }
+
+  test('on a single node', async () => {
+    const redis = testRedis()
+    try {
+      await runOn(redis)
+    } finally {
+      await redis.quit()
+    }
+  })
+
+  test('on a 3-master Cluster', async () => {
+    const cluster = testCluster()
+    try {
+      await runOn(cluster)
+    } finally {
+      await cluster.quit()
+    }
+  })
+})
