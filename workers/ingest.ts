@@ -46,17 +46,17 @@ const MAX_STALLS = 10
  * against its customer's entitlements (src/entitlements/README.md), from the customers' read
  * documents (one pipelined read per project).
  */
-async function ownedEvents(connection: RedisClient, batchId: string, events: UsageEvent[]): Promise<{ event: UsageEvent; featureSlug: string }[]> {
+async function ownedEvents(connection: RedisClient, batchId: string, events: UsageEvent[]): Promise<{ event: UsageEvent; featureSlug: string; value: string | undefined }[]> {
   const byProject = new Map<string, UsageEvent[]>()
   for (const e of events) (byProject.get(e.projectId) ?? byProject.set(e.projectId, []).get(e.projectId)!).push(e)
-  const owned = new Map<UsageEvent, string>()
+  const owned = new Map<UsageEvent, { featureSlug: string; value: string | undefined }>()
   for (const [projectId, list] of byProject) {
     const customers = await readCustomerViews(connection, projectId, [...new Set(list.map((e) => e.customerId))])
-    const { counts, featureSlugs } = countsOfEvents(list, customers)
+    const { counts, featureSlugs, values } = countsOfEvents(list, customers)
     const ids = await claimEvents(connection, projectId, batchId, list.map((e) => e.eventId), Date.now(), counts)
-    list.forEach((e, i) => { if (ids.has(e.eventId)) owned.set(e, featureSlugs[i]!) })
+    list.forEach((e, i) => { if (ids.has(e.eventId)) owned.set(e, { featureSlug: featureSlugs[i]!, value: values[i] }) })
   }
-  return events.filter((e) => owned.has(e)).map((event) => ({ event, featureSlug: owned.get(event)! }))
+  return events.filter((e) => owned.has(e)).map((event) => ({ event, ...owned.get(event)! }))
 }
 
 /**
@@ -79,7 +79,7 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
   const processJob = async (job: Job<IngestJobData>): Promise<{ rows: number; deadLettered?: true }> => {
     const { batchId, events } = job.data
     try {
-      const rows = (await ownedEvents(connection, batchId, events)).map(({ event, featureSlug }) => toRow(event, featureSlug))
+      const rows = (await ownedEvents(connection, batchId, events)).map(({ event, featureSlug, value }) => toRow(event, featureSlug, value))
       // The first start of a batch that is no replay cannot find any of its owned events stored
       // (no other batch inserts them), so the sink may skip looking: half the insert's cost.
       const firstAttempt = job.attemptsStarted === 1 && job.data.replay !== true

@@ -166,9 +166,10 @@ export interface EventCount {
  * when one of the customer's entitlements (at any time) counts it, else the first such feature
  * by slug, else the event slug.
  */
-export function countsOfEvents(events: readonly CountableEvent[], customers: ReadonlyMap<string, { view: CustomerView; flags: AccessFlags }>): { counts: EventCount[]; featureSlugs: string[] } {
+export function countsOfEvents(events: readonly CountableEvent[], customers: ReadonlyMap<string, { view: CustomerView; flags: AccessFlags }>): { counts: EventCount[]; featureSlugs: string[]; values: (string | undefined)[] } {
   const counts: EventCount[] = []
   const featureSlugs: string[] = new Array(events.length)
+  const values: (string | undefined)[] = new Array(events.length)
   // What is in effect changes only at the instants the customer's document names: one answer
   // per customer serves every event between two of them.
   const inEffect = new Map<string, { fromMs: number; untilMs: number; list: Entitlement[] }>()
@@ -218,6 +219,9 @@ export function countsOfEvents(events: readonly CountableEvent[], customers: Rea
       const meter = e.featurePlanVersion.meterConfig
       const amountUnits = meterAmount(meter, event)
       if (amountUnits === undefined) continue
+      // The row's value is what the row feature's meter counts, so ClickHouse (analytics,
+      // invoices) sums the same quantity the counters count.
+      if (e.featurePlanVersion.feature.slug === rowFeature && values[index] === undefined) values[index] = formatUnits(amountUnits)
       let grantsText = grantsTexts.get(e)
       if (grantsText === undefined) grantsTexts.set(e, (grantsText = grantsArg(e.grants ?? [])))
       counts.push({
@@ -230,7 +234,7 @@ export function countsOfEvents(events: readonly CountableEvent[], customers: Rea
       })
     }
   })
-  return { counts, featureSlugs }
+  return { counts, featureSlugs, values }
 }
 
 /** The instants at which what entitlementsAt answers for a customer may change. */

@@ -17,16 +17,18 @@ export function eventValue(properties: Record<string, unknown> | undefined): num
  * The raw-events table row of an accepted event. `feature_slug` is the feature whose meter
  * counts the event (src/entitlements/usage.ts countsOfEvents: the ingest worker maps it from the
  * customer's entitlements; the event slug when none counts it, which is also what the catalog's
- * default meter of a feature counts).
+ * default meter of a feature counts). `value` is what that feature's meter counts for the event
+ * (1 for a count meter, `properties[aggregationField]` exactly for sum, max and latest); for an
+ * event no feature counts, `eventValue`.
  */
-export function toRow(event: UsageEvent, featureSlug: string = event.eventSlug): UsageEventRow {
+export function toRow(event: UsageEvent, featureSlug: string = event.eventSlug, value?: string): UsageEventRow {
   return {
     event_id: event.eventId,
     project_id: event.projectId,
     customer_id: event.customerId,
     event_slug: event.eventSlug,
     feature_slug: featureSlug,
-    value: eventValue(event.properties),
+    value: value ?? eventValue(event.properties),
     properties: event.properties === undefined ? '{}' : JSON.stringify(event.properties),
     ts_ms: event.timestampMs,
   }

@@ -35,8 +35,12 @@ export interface UsageEventRow {
   event_slug: string
   /** The feature whose meter counts the event, else the event slug (src/entitlements/README.md). */
   feature_slug: string
-  /** `properties.value` when it is a finite number (or a decimal string), else 1. */
-  value: number
+  /**
+   * What the meter of the row's feature counts for the event (a decimal string, exact), or for an
+   * event no feature's meter counts, `properties.value` when it is a finite number (or a decimal
+   * string), else 1.
+   */
+  value: number | string
   /** The properties as JSON text ('{}' when absent). */
   properties: string
   ts_ms: number

@@ -22,7 +22,11 @@ const suffix = randomBytes(6).toString('hex')
 let r: Receiver
 
 const CATALOG = {
-  features: [{ slug: 'tokens', title: 'Tokens', unitOfMeasure: 'tokens' }, { slug: 'calls', title: 'Calls', unitOfMeasure: 'calls' }],
+  // Meters that sum properties.value: the ClickHouse rows' value is what the meter counts.
+  features: [
+    { slug: 'tokens', title: 'Tokens', unitOfMeasure: 'tokens', meterConfig: { eventSlug: 'tokens', aggregationMethod: 'sum', aggregationField: 'value', windowSize: 'MINUTE' } },
+    { slug: 'calls', title: 'Calls', unitOfMeasure: 'calls', meterConfig: { eventSlug: 'calls', aggregationMethod: 'sum', aggregationField: 'value', windowSize: 'MINUTE' } },
+  ],
   plans: [{ slug: 'pro', title: 'Pro' }],
   planVersions: [{
     plan: 'pro', version: 1, status: 'published', title: 'Pro', currency: 'USD', billingConfig: { billingInterval: 'month' },
