@@ -177,6 +177,10 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
     expect(after.storage.metadata.usage).toMatchObject({ usage: '12', limit: '10', remaining: '-2', overage: '2', denied: false })
     expect(await deniedUntil('batchy', 'storage')).toBeNull()
     expect(after.gpus.metadata.usage).toMatchObject({ usage: '3', denied: false })
+    // Each row's value is what its feature's meter counts: the aggregation field (gpus, gb), not properties.value; 1 for a count.
+    const values = await gw.clickhouse!.query<{ feature_slug: string; v: string }>(
+      `SELECT feature_slug, toString(value) AS v FROM ${database}.usage_events FINAL WHERE project_id = '${projectId}' AND customer_id = 'batchy'`)
+    expect(values.map((r) => `${r.feature_slug}=${Number(r.v)}`).sort()).toEqual([...Array(6).fill('completions=1'), 'gpus=3', 'storage=12', 'storage=8'])
     await record('batchy', 'gpu.usage', { gpus: 5 }) // max 5 > 4: none refuses it
     await record('batchy', 'gpu.usage', { gpus: 2 }) // below the max: nothing changes
     await drained()
