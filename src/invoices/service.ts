@@ -104,14 +104,15 @@ export class InvoiceService {
   /**
    * Closes every billing cycle that has ended by `now` and has no final invoice yet, for one
    * project or (no projectId) every project with a catalog. Safe to run from several workers at
-   * once and again after a crash: each cycle gets one invoice.
+   * once and again after a crash: each cycle gets one invoice. `customerId` (with a projectId):
+   * that customer's subscriptions only.
    */
-  async closeDueCycles(projectId?: string, now: number = this.clock()): Promise<CloseReport> {
+  async closeDueCycles(projectId?: string, now: number = this.clock(), customerId?: string): Promise<CloseReport> {
     const report: CloseReport = { projects: 0, subscriptions: 0, created: [], finalized: [], existing: 0, errors: [] }
     const projects = projectId === undefined ? await this.projectsWithCatalog() : [projectId]
     for (const p of projects) {
       report.projects++
-      await this.closeProject(p, now, report)
+      await this.closeProject(p, now, report, projectId === undefined ? undefined : customerId)
     }
     return report
   }
@@ -125,9 +126,9 @@ export class InvoiceService {
     return [...projects].sort()
   }
 
-  private async closeProject(projectId: string, now: number, report: CloseReport): Promise<void> {
+  private async closeProject(projectId: string, now: number, report: CloseReport, onlyCustomerId?: string): Promise<void> {
     const state = await readCatalogState(this.redis, projectId)
-    const customerIds = Object.keys(state.index.customers).sort()
+    const customerIds = Object.keys(state.index.customers).filter((c) => onlyCustomerId === undefined || c === onlyCustomerId).sort()
     for (const customerId of customerIds) {
       const customer = await readCustomer(this.redis, projectId, customerId)
       if (!customer) continue

@@ -389,6 +389,25 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     }
   })
 
+  test('POST /v1/invoices/close closes the ended cycles now and answers the ids to read; again, it creates nothing', async () => {
+    const { projectId: p7, apiKey: k7 } = await gw.project()
+    await gw.redis.set(claimKey(journalKey(p7)), 'invoices-test', 'PX', 600_000)
+    expect((await gw.post('/v1/config/apply', catalog, k7)).status).toBe(200)
+    gw.clock.set(NOV - 1)
+    expect((await gw.post('/v1/invoices/close', {}, k7)).body).toEqual({ created: [], finalized: [], existing: 0, errors: [] })
+    gw.clock.set(NOV + HOUR_MS)
+    const acme = await gw.post('/v1/invoices/close', { customerId: 'acme' }, k7)
+    expect(acme.body.created).toEqual([invoiceIdOf(p7, 'acme', 'sub-acme', OCT)])
+    const closed = await gw.post('/v1/invoices/close', {}, k7)
+    expect(closed.status).toBe(200)
+    const ids = ['globex', 'initech'].map((c) => invoiceIdOf(p7, c, `sub-${c}`, OCT)).sort()
+    expect([...closed.body.created].sort()).toEqual(ids)
+    const read = await gw.get(`/v1/invoices/get/${ids[0]}`, k7)
+    expect([read.status, read.body.invoice.id]).toEqual([200, ids[0]])
+    expect((await gw.post('/v1/invoices/close', {}, k7)).body).toEqual({ created: [], finalized: [], existing: 0, errors: [] })
+    expect((await gw.post('/v1/invoices/close', { customerId: 'acme', asOf: 1 }, k7)).status).toBe(400)
+  })
+
   test('usage recorded over HTTP and drained by the ingest worker is what the invoice rates (count and sum meters, a late event)', async () => {
     const { projectId: p6, apiKey: k6 } = await gw.project()
     await gw.redis.set(claimKey(journalKey(p6)), 'invoices-test', 'PX', 600_000)
