@@ -14,7 +14,7 @@ for i = 3, #ARGV do
   if f[1] then
     if f[1] == 'running' then return redis.error_reply('purgeRuns: run ' .. id .. ' is still running') end
     redis.call('HDEL', KEYS[1], id .. ':st', id .. ':dl', id .. ':b', id .. ':c', id .. ':k', id .. ':p', id .. ':x', id .. ':kids', id .. ':a',
-      id .. ':e', id .. ':cu', id .. ':m', id .. ':sk')
+      id .. ':e', id .. ':cu', id .. ':m', id .. ':sk', id .. ':ls', id .. ':tc')
     if f[2] then redis.call('HDEL', KEYS[1], 's:' .. f[2]) end
     redis.call('DEL', KEYS[i + 1])
     redis.call('HDEL', KEYS[3], id)

@@ -1,6 +1,6 @@
 import { scanMasters } from '../src/redis/scan.js'
 import type { RedisClient } from '../src/redis/scripts.js'
-import { DEADLINES_PATTERN, PURGES_PATTERN, projectOfDeadlinesKey } from '../src/runs/keys.js'
+import { DEADLINES_PATTERN, LEASE_SETTLEMENTS_PATTERN, PURGES_PATTERN, projectOfDeadlinesKey } from '../src/runs/keys.js'
 import type { RunService } from '../src/runs/service.js'
 
 /** Runs expired per script call, and entries read per project per round. */
@@ -12,19 +12,26 @@ const BATCH = 500
  * back to the parent or the wallet, and forgets ended run trees whose retention is over. It scans
  * every master for the projects' deadline sets (`mg:{cat:<p>}:rx`) and purge sets (`:rp`), reads
  * the entries due on the service's clock, and runs one expireRuns script per customer, one
- * purgeRuns per tree. `match` narrows the scan to the given deadline keys (tests: one project's
- * `mg:{cat:<p>}:rx`; its purge set is swept with it).
+ * purgeRuns per tree. Then it settles at their budgets the leases of ended leasing roots (`:rl`:
+ * left by this sweep's expiries, or by a gateway that could not settle them). `match` narrows the
+ * scan to the given deadline keys (tests: one project's `mg:{cat:<p>}:rx`; its purge set and lease
+ * settlements are swept with it).
  */
 export async function sweepExpiredRuns(redis: RedisClient, runs: RunService, match?: string): Promise<{ projects: number; expired: number; purged: number }> {
-  const patterns = match === undefined ? [DEADLINES_PATTERN, PURGES_PATTERN] : [match, match.replace(/:rx$/, ':rp')]
+  const patterns = match === undefined ? [DEADLINES_PATTERN, PURGES_PATTERN, LEASE_SETTLEMENTS_PATTERN] : [match, match.replace(/:rx$/, ':rp'), match.replace(/:rx$/, ':rl')]
   const keys = await scanMasters(redis, patterns)
   let expired = 0
   let purged = 0
   const projects = new Set<string>()
+  const settling = new Set<string>()
   for (const key of keys) {
     const projectId = projectOfDeadlinesKey(key)
     if (projectId === undefined) continue
     projects.add(projectId)
+    if (key.endsWith(':rl')) {
+      settling.add(projectId)
+      continue
+    }
     const purging = key.endsWith(':rp')
     for (;;) {
       const due = await redis.zrangebyscore(key, '-inf', runs.now(), 'LIMIT', 0, BATCH)
@@ -37,11 +44,16 @@ export async function sweepExpiredRuns(redis: RedisClient, runs: RunService, mat
       }
       for (const [customerId, runIds] of byCustomer) {
         if (purging) for (const runId of runIds) purged += await runs.purge(projectId, customerId, runId)
-        else expired += await runs.expire(projectId, customerId, runIds)
+        else {
+          const ended = await runs.expire(projectId, customerId, runIds)
+          if (ended > 0) settling.add(projectId)
+          expired += ended
+        }
       }
       if (due.length < BATCH) break
     }
   }
+  for (const projectId of settling) await runs.settleLeases(projectId)
   return { projects: projects.size, expired, purged }
 }
 

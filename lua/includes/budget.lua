@@ -11,6 +11,9 @@
 --        settled hi, lo; then the idempotency key that created it, as raw bytes
 --   i:<idempotency key>  the request it answered: authorize (1, hold number, amount hi, lo,
 --        ttlMs as sent or -1, expiresAt, ttlMs), charge (2, hi, lo) or record (3, hi, lo)
+--   l<n> lease n (a run leasing from the budget), packed like a hold (below); lseq the last lease
+--        number; il:<customerId>|<key> the lease a run's start took (lease number, then the
+--        start's request fingerprint)
 -- nexp is a lower bound of the open holds' expiresAt. Open holds are indexed by expiresAt in a
 -- sorted set; the purge index holds the hash fields to forget (closed holds and their
 -- idempotency records, charge and record idempotency records) by the time they may go.
@@ -150,19 +153,78 @@ local function closeHold(b, keys, id, h, state, uh, ul, usedAt, now, retentionMs
   b.dirty = true
 end
 
--- Settles, at their full amount, open holds whose deadline has passed (at most `max` per
--- call; the rest on the next touch or sweep). nexp spares the index lookup on most calls.
+-- A lease (a run leasing from the budget, README "Leases") is stored like a hold, in field
+-- l<n>: state, amount hi, lo, expiresAt, then what the run reported so far (hi, lo) in place of
+-- the settled amount, and '<customerId>|<idempotency key>' of the run's start in place of the
+-- hold's key (its idempotency record is the field il:<that>). While it is open, the budget's
+-- held counts its unreported part, amount − reported.
+
+-- The unreported part of an open lease (0 once it reported its whole amount).
+local function leaseUnreported(h)
+  if moneyCmp(h.shi, h.slo, h.hi, h.lo) >= 0 then return 0, 0 end
+  return moneySub(h.hi, h.lo, h.shi, h.slo)
+end
+
+-- Raises a lease's reported total to th, tl (reports only grow, so a repeated or late report
+-- changes nothing): the difference is consumed now and, while the lease is open, leaves held
+-- (at most its unreported part). A report that reaches a closed lease is still counted, like a
+-- record. Journals the movement (kind lease, its id names the new total). Returns the difference.
+local function leaseReport(b, keys, n, h, th, tl, now)
+  if moneyCmp(th, tl, h.shi, h.slo) <= 0 then return 0, 0 end
+  local dh, dl = moneySub(th, tl, h.shi, h.slo)
+  if h.state == OPEN then
+    local uh, ul = leaseUnreported(h)
+    if moneyCmp(dh, dl, uh, ul) < 0 then uh, ul = dh, dl end
+    b.hh, b.hl = moneySub(b.hh, b.hl, uh, ul)
+  end
+  consume(b, dh, dl, nil)
+  h.shi, h.slo = th, tl
+  b.writes[#b.writes + 1] = 'l' .. n
+  b.writes[#b.writes + 1] = packHold(h)
+  journalMovement(b, keys, 'lease', 'l_' .. n, 'l_' .. n .. ':' .. moneyText(th, tl), dh, dl, now, string.match(h.idem, '|(.*)$') or '')
+  return dh, dl
+end
+
+-- Closes an open lease: its unreported part leaves held (nothing more is consumed: a lease
+-- counts only what its run reported). state is SETTLED when its run ended (kind lease_end),
+-- EXPIRED at its deadline (kind lease_expiry, at the deadline). Its record and idempotency
+-- record are forgotten after the retention.
+local function leaseClose(b, keys, n, h, state, now, retentionMs)
+  local uh, ul = leaseUnreported(h)
+  b.hh, b.hl = moneySub(b.hh, b.hl, uh, ul)
+  h.state = state
+  b.writes[#b.writes + 1] = 'l' .. n
+  b.writes[#b.writes + 1] = packHold(h)
+  b.closed['l' .. n] = h
+  local kind, ts = 'lease_end', now
+  if state == EXPIRED then kind, ts = 'lease_expiry', h.exp end
+  journalMovement(b, keys, kind, 'l_' .. n, 'l_' .. n, 0, 0, ts, string.match(h.idem, '|(.*)$') or '')
+  local purgeAt = int(now + retentionMs)
+  b.later[#b.later + 1] = { 'ZADD', keys[3], purgeAt, 'l' .. n, purgeAt, 'il:' .. h.idem }
+  b.later[#b.later + 1] = { 'ZREM', keys[2], 'l' .. n }
+  b.dirty = true
+end
+
+-- Settles, at their full amount, open holds whose deadline has passed, and closes leases past
+-- theirs (at most `max` per call; the rest on the next touch or sweep). The open-hold index
+-- holds both: hold n as "n", lease n as "ln". nexp spares the index lookup on most calls.
 local function expireDue(b, keys, now, retentionMs, max)
   if b.nexp < 0 or b.nexp > now then return 0 end
   local due = redis.call('ZRANGEBYSCORE', keys[2], '-inf', int(now), 'LIMIT', 0, max)
   if #due > 0 then
     local fields = {}
-    for i, id in ipairs(due) do fields[i] = 'h' .. id end
+    for i, id in ipairs(due) do fields[i] = (string.byte(id, 1) == 108) and id or ('h' .. id) end
     local recs = redis.call('HMGET', keys[1], unpack(fields))
     for i, id in ipairs(due) do
       if recs[i] then
         local h = unpackHold(recs[i])
-        if h.state == OPEN then closeHold(b, keys, id, h, EXPIRED, h.hi, h.lo, h.exp, now, retentionMs) end
+        if h.state == OPEN then
+          if string.byte(id, 1) == 108 then
+            leaseClose(b, keys, string.sub(id, 2), h, EXPIRED, now, retentionMs)
+          else
+            closeHold(b, keys, id, h, EXPIRED, h.hi, h.lo, h.exp, now, retentionMs)
+          end
+        end
       end
     end
     b.later[#b.later + 1] = { 'ZREM', keys[2], unpack(due) }

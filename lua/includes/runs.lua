@@ -6,11 +6,17 @@
 -- Fields: st status, dl deadline (ms), b budget, c consumed, k held by running children, p parent
 -- id, x, cu currency, kids ("id,id,"), a the wallet allocations of a root run
 -- ("creditId,source,hi,lo;" with '' for cash), e endedAt, m the static fields as JSON;
--- sk the start's idempotency key (its record is the field s:<key>). What consumes write (the cost
--- and quantity so far per feature, the records of accepted consumes) is in the run's own data hash
--- (consumeRun). runContext takes the script's KEYS, expected as: 1 runs hash, 2 wallet hash,
--- 3 credits hash, 4 journal list, 5 the project's run deadlines and 6 the project's ended root
--- runs by purge time (sorted sets of "<customerId>\t<runId>").
+-- sk the start's idempotency key (its record is the field s:<key>); ls the lease of a run tree
+-- that leases from a budget ("<lease number>|<root runId>|<budgetKey>", on the root and every
+-- descendant; '' otherwise), tc on such a root: what the whole tree consumed so far (every
+-- accepted consume adds to it, so it can be reported to the budget while children run).
+-- What consumes write (the cost and quantity so far per feature, the records of accepted
+-- consumes) is in the run's own data hash (consumeRun). runContext takes the script's KEYS,
+-- expected as: 1 runs hash, 2 wallet hash, 3 credits hash, 4 journal list, 5 the project's run
+-- deadlines and 6 the project's ended root runs by purge time (sorted sets of
+-- "<customerId>\t<runId>"), 7 the project's lease settlements to make (a hash
+-- "<customerId>\t<runId>" -> "<lease number>|<consumed>|<x>|<budgetKey>" of ended leasing roots,
+-- which the gateway settles at the budget, another slot, and then deletes).
 
 -- How long an ended run tree is kept (get, replays) before the sweep forgets it.
 local RUN_RETENTION_MS = 86400000
@@ -19,7 +25,7 @@ local RUN_POW10 = { [0] = 1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 10
   10000000000, 100000000000, 1000000000000, 10000000000000, 100000000000000 }
 
 local function runContext(keys, projectId, customerId, nowMs)
-  return { keys = keys, project = projectId, customer = customerId, now = nowMs, runs = {}, dirty = {}, ended = {}, created = {}, purge = {}, w = nil }
+  return { keys = keys, project = projectId, customer = customerId, now = nowMs, runs = {}, dirty = {}, ended = {}, created = {}, purge = {}, leases = {}, w = nil }
 end
 
 -- Minor units → a money pair at ledger scale 8.
@@ -39,11 +45,11 @@ end
 local function runLoad(ctx, id)
   local r = ctx.runs[id]
   if r then return r end
-  local f = redis.call('HMGET', ctx.keys[1], id .. ':st', id .. ':dl', id .. ':b', id .. ':c', id .. ':k', id .. ':p', id .. ':x', id .. ':kids', id .. ':a', id .. ':e', id .. ':cu', id .. ':m')
+  local f = redis.call('HMGET', ctx.keys[1], id .. ':st', id .. ':dl', id .. ':b', id .. ':c', id .. ':k', id .. ':p', id .. ':x', id .. ':kids', id .. ':a', id .. ':e', id .. ':cu', id .. ':m', id .. ':ls')
   if not f[1] then return nil end
   r = {
     id = id, st = f[1], dl = tonumber(f[2]), b = tonumber(f[3]), c = tonumber(f[4]), k = tonumber(f[5]), p = f[6] or '',
-    x = tonumber(f[7]), kids = f[8] or '', a = f[9] or '', e = tonumber(f[10]) or 0, cu = f[11] or '', m = f[12] or '{}',
+    x = tonumber(f[7]), kids = f[8] or '', a = f[9] or '', e = tonumber(f[10]) or 0, cu = f[11] or '', m = f[12] or '{}', ls = f[13] or '',
   }
   ctx.runs[id] = r
   return r
@@ -93,7 +99,8 @@ local function runSettleWallet(ctx, r)
 end
 
 -- Ends a running run: its running descendants first (expired when past their deadline, else
--- canceled), then it gives what it did not consume back to its parent, or settles at the wallet.
+-- canceled), then it gives what it did not consume back to its parent, or settles at the wallet;
+-- a root leasing from a budget leaves its settlement (its consumed) to the gateway instead.
 local function runEnd(ctx, r, status)
   for kid in string.gmatch(r.kids, '[^,]+') do
     local c = runLoad(ctx, kid)
@@ -108,7 +115,12 @@ local function runEnd(ctx, r, status)
     p.k = p.k - r.b
     ctx.dirty[p.id] = true
   else
-    runSettleWallet(ctx, r)
+    if r.ls == '' then
+      runSettleWallet(ctx, r)
+    else
+      local n, budgetKey = string.match(r.ls, '^([^|]*)|[^|]*|(.*)$')
+      ctx.leases[#ctx.leases + 1] = { ctx.customer .. '\t' .. r.id, n .. '|' .. string.format('%d', r.c) .. '|' .. string.format('%d', r.x) .. '|' .. budgetKey }
+    end
     ctx.purge[#ctx.purge + 1] = r.id
   end
 end
@@ -127,7 +139,7 @@ local function runSave(ctx)
     local r = ctx.runs[id]
     if ctx.created[id] then
       redis.call('HSET', ctx.keys[1], id .. ':st', r.st, id .. ':dl', r.dl, id .. ':b', r.b, id .. ':c', r.c, id .. ':k', r.k, id .. ':p', r.p,
-        id .. ':x', r.x, id .. ':kids', r.kids, id .. ':a', r.a, id .. ':e', r.e, id .. ':cu', r.cu, id .. ':m', r.m, id .. ':sk', r.sk)
+        id .. ':x', r.x, id .. ':kids', r.kids, id .. ':a', r.a, id .. ':e', r.e, id .. ':cu', r.cu, id .. ':m', r.m, id .. ':sk', r.sk, id .. ':ls', r.ls)
       redis.call('ZADD', ctx.keys[5], r.dl, ctx.customer .. '\t' .. id)
     else
       redis.call('HSET', ctx.keys[1], id .. ':st', r.st, id .. ':c', r.c, id .. ':k', r.k, id .. ':kids', r.kids, id .. ':e', r.e)
@@ -135,12 +147,13 @@ local function runSave(ctx)
   end
   for _, id in ipairs(ctx.ended) do redis.call('ZREM', ctx.keys[5], ctx.customer .. '\t' .. id) end
   for _, id in ipairs(ctx.purge) do redis.call('ZADD', ctx.keys[6], ctx.now + RUN_RETENTION_MS, ctx.customer .. '\t' .. id) end
+  for _, l in ipairs(ctx.leases) do redis.call('HSET', ctx.keys[7], l[1], l[2]) end
   if ctx.w then walletSave(ctx.w) end
 end
 
 -- A run as the scripts answer it: status, budget, consumed, held by children, deadline, endedAt,
--- currency, static fields (JSON).
+-- currency, static fields (JSON), lease ('' when the run does not lease from a budget).
 local function runReply(r, out)
-  for _, v in ipairs({ r.st, r.b, r.c, r.k, r.dl, r.e, r.cu, r.m }) do out[#out + 1] = v end
+  for _, v in ipairs({ r.st, r.b, r.c, r.k, r.dl, r.e, r.cu, r.m, r.ls }) do out[#out + 1] = v end
   return out
 end

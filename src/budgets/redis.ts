@@ -11,6 +11,7 @@ const scripts = {
   settle: new Script('settleHold-4'),
   charge: new Script('chargeBudget-4'),
   expire: new Script('expireHolds-4'),
+  lease: new Script('leaseBudget-4'),
 }
 export const budgetScripts: readonly Script[] = Object.values(scripts)
 
@@ -136,4 +137,25 @@ export async function chargeBudget(
 export async function expireHolds(redis: RedisClient, tag: string, nowMs: number, retentionMs: number, max: number): Promise<Snapshot> {
   const k = budgetKeys(tag)
   return readSnapshot(await scripts.expire.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs, max]))
+}
+
+/**
+ * Opens a lease for a run (lua/leaseBudget-4.lua): `requestKey` is `<customerId>|<idempotency
+ * key>` of the run's start, `fingerprint` its request, so a retried start finds its lease.
+ */
+export async function openLease(
+  redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
+  lease: { amount: bigint; ttlMs: number; expiresAt: number; currency: string; requestKey: string; fingerprint: string },
+): Promise<Snapshot> {
+  const k = budgetKeys(tag)
+  const args = [nowMs, retentionMs, 'open', ...pairArgs(lease.amount), lease.ttlMs, lease.expiresAt, lease.currency, lease.requestKey, lease.fingerprint]
+  return readSnapshot(await scripts.lease.run(redis, [k.budget, k.open, k.purge, k.journal], args))
+}
+
+/** Reports a lease's run's consumed total (`report`), or its final total and closes it (`end`). */
+export async function reportLease(
+  redis: RedisClient, tag: string, nowMs: number, retentionMs: number, leaseNumber: string, action: 'report' | 'end', total: bigint,
+): Promise<Snapshot> {
+  const k = budgetKeys(tag)
+  return readSnapshot(await scripts.lease.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs, action, leaseNumber, ...pairArgs(total)]))
 }

@@ -7,7 +7,7 @@ import { budgetTag } from './keys.js'
 import * as store from './redis.js'
 import type { Snapshot } from './redis.js'
 import type {
-  Balance, BudgetView, Consumption, Crossed, Hold, HoldOutcome, LimitConfig, Window, Enforce,
+  Balance, BudgetView, Consumption, Crossed, Hold, HoldOutcome, Lease, LimitConfig, Window, Enforce,
 } from './types.js'
 
 export interface BudgetServiceOptions {
@@ -31,6 +31,7 @@ const DAY_MS = 86_400_000
 /** Hold states as lua/includes/budget.lua stores them. */
 const HOLD_RELEASED = '3'
 const HOLD_EXPIRED = '4'
+const LEASE_STATES: Record<string, Lease['state']> = { 1: 'open', 2: 'ended', 4: 'expired' }
 
 /** A budget's hold deadlines with their defaults filled in, as an upsert stores them. */
 export function resolveHolds(holds: UpsertInput['holds']): { defaultTtlMs: number; maxTtlMs: number } {
@@ -137,6 +138,64 @@ export class BudgetService {
 
   async record(projectId: string, req: { key: string; amount: string; idempotencyKey: string }): Promise<Result<Consumption>> {
     return this.consume(projectId, req, 'record')
+  }
+
+  /**
+   * Opens a lease for a run starting with budgetKey (README "Leases"): like an authorize of
+   * `amount`, checked against every hard limit (402 with the budget's blocked details), the
+   * budget's closesAt and holds.maxTtlMs (against the run's ttlMs), and only when the budget's
+   * unit is the run's currency. Once per `requestKey` (`<customerId>|<idempotency key>` of the
+   * run's start): the same `fingerprint` replays the lease, another is 409.
+   */
+  async openLease(
+    projectId: string, key: string,
+    req: { amount: bigint; ttlMs: number; expiresAt: number; currency: string; requestKey: string; fingerprint: string },
+  ): Promise<Result<Lease>> {
+    const now = this.clock()
+    const snap = await store.openLease(this.redis, budgetTag(projectId, key), now, this.retentionMs, req)
+    this.notify(projectId, key, snap)
+    switch (snap.status) {
+      case 'ok':
+      case 'replayed':
+        return success(leaseOf(snap, now))
+      case 'budget_not_found':
+        return notFound(key)
+      case 'idempotency_conflict':
+        return failure('conflict', 'idempotency_conflict', 'This idempotencyKey started another run of this customer with a different request.')
+      case 'unit_mismatch':
+        return failure('conflict', 'budget_unit_mismatch', `Budget ${key} does not count in ${req.currency}: a run leases from a budget whose unit is the run's currency (ISO code).`)
+      case 'budget_closed':
+        return failure('conflict', 'budget_closed', `Budget ${key} is past its closesAt and takes no new leases.`)
+      case 'ttl_exceeds_max':
+        return invalid([{ path: '$.ttlMs', message: `must not exceed budget ${key}'s holds.maxTtlMs (${snap.s[2]})` }])
+      case 'budget_exceeded':
+        return exceeded(snap, req.amount, now)
+      default:
+        return unexpected(snap)
+    }
+  }
+
+  /**
+   * Reports what a lease's run consumed so far, `total` (units of 10^-8 of the budget's unit):
+   * the lease's reported total becomes max(reported, total), the difference moves from held to
+   * consumed. `end` also closes the lease, releasing its unreported rest. Idempotent and
+   * order-independent; 404 lease_not_found once the lease was forgotten.
+   */
+  async reportLease(projectId: string, key: string, leaseNumber: string, total: bigint, action: 'report' | 'end'): Promise<Result<Lease>> {
+    const now = this.clock()
+    const snap = await store.reportLease(this.redis, budgetTag(projectId, key), now, this.retentionMs, leaseNumber, action, total)
+    this.notify(projectId, key, snap)
+    switch (snap.status) {
+      case 'ok':
+      case 'replayed':
+        return success(leaseOf(snap, now))
+      case 'budget_not_found':
+        return notFound(key)
+      case 'lease_not_found':
+        return failure('not_found', 'lease_not_found', `Lease l_${leaseNumber} does not exist on budget ${key} (or was forgotten after its retention).`)
+      default:
+        return unexpected(snap)
+    }
   }
 
   /** One sweep step for one budget (see workers/holdExpiry.ts). Returns how many holds expired. */
@@ -246,6 +305,14 @@ export function balanceOf(snap: Snapshot, now: number): Balance {
     }
   })
   return { remaining: least === undefined ? null : formatUnits(least), held, limits, asOf: now }
+}
+
+function leaseOf(snap: Snapshot, now: number): Lease {
+  const [number, hi, lo, expiresAt, state, rhi, rlo] = snap.s as [string, string, string, string, string, string, string]
+  return {
+    leaseId: `l_${number}`, number, amount: fromPair(hi, lo), expiresAt: Number(expiresAt), state: LEASE_STATES[state] ?? 'open',
+    reported: fromPair(rhi, rlo), replayed: snap.status === 'replayed', balance: balanceOf(snap, now),
+  }
 }
 
 function crossedOf(snap: Snapshot): Crossed[] {

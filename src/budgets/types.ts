@@ -91,3 +91,19 @@ export interface Consumption {
 export interface BudgetView extends BudgetConfig {
   balance: Balance
 }
+
+/** A run's lease on a budget (README "Leases"), as the lease script left it. */
+export interface Lease {
+  /** `l_<n>`. */
+  leaseId: string
+  /** n. */
+  number: string
+  amount: bigint
+  /** The lease's deadline: its run's deadline plus the grace (LEASE_GRACE_MS). */
+  expiresAt: number
+  state: 'open' | 'ended' | 'expired'
+  /** What the run reported so far (units of 10^-8 of the budget's unit). */
+  reported: bigint
+  replayed: boolean
+  balance: Balance
+}

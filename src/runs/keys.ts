@@ -20,11 +20,17 @@ export interface RunKeys {
   deadlines: string
   /** The project's ended root runs by the time their tree may be forgotten: `<customerId>\t<runId>`. */
   purges: string
+  /**
+   * The project's lease settlements to make: ended roots that leased from a budget, as a hash
+   * `<customerId>\t<runId>` → `<lease number>|<consumed minor>|<x>|<budgetKey>` (the gateway settles
+   * each at its budget, another slot, then deletes the field).
+   */
+  leases: string
 }
 
 export function runKeys(projectId: string, customerId: string): RunKeys {
   const w = walletKeys(projectId, customerId)
-  return { runs: `${PREFIX}${catalogTag(projectId)}:rn:${customerId}`, wallet: w.wallet, credits: w.credits, journal: w.journal, deadlines: deadlinesKey(projectId), purges: purgesKey(projectId) }
+  return { runs: `${PREFIX}${catalogTag(projectId)}:rn:${customerId}`, wallet: w.wallet, credits: w.credits, journal: w.journal, deadlines: deadlinesKey(projectId), purges: purgesKey(projectId), leases: leaseSettlementsKey(projectId) }
 }
 
 /** runId → customerId, for the project. */
@@ -40,6 +46,10 @@ export function purgesKey(projectId: string): string {
   return `${PREFIX}${catalogTag(projectId)}:rp`
 }
 
+export function leaseSettlementsKey(projectId: string): string {
+  return `${PREFIX}${catalogTag(projectId)}:rl`
+}
+
 /** A run's data: what its consumes wrote (cost and quantity so far per feature, consume records). */
 export function runDataKey(projectId: string, runId: string): string {
   return `${PREFIX}${catalogTag(projectId)}:rd:${runId}`
@@ -53,8 +63,9 @@ export function consumeKeys(projectId: string, customerId: string): string[] {
 /** What the sweep scans for: every project's deadlines and purges. */
 export const DEADLINES_PATTERN = `${PREFIX}{cat:*}:rx`
 export const PURGES_PATTERN = `${PREFIX}{cat:*}:rp`
+export const LEASE_SETTLEMENTS_PATTERN = `${PREFIX}{cat:*}:rl`
 
-/** The project of a deadlines (or purges) key, or undefined for a key that is not one. */
+/** The project of a deadlines (or purges, or lease settlements) key, or undefined for a key that is not one. */
 export function projectOfDeadlinesKey(key: string): string | undefined {
-  return /^mg:\{cat:(.*)\}:r[xp]$/.exec(key)?.[1]
+  return /^mg:\{cat:(.*)\}:r[xpl]$/.exec(key)?.[1]
 }

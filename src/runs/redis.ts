@@ -1,15 +1,15 @@
 import { toPair } from '../money/decimal.js'
 import { Script, type RedisClient } from '../redis/scripts.js'
 import { walletKeys } from '../wallet/keys.js'
-import { consumeKeys, purgesKey, runDataKey, runIndexKey, runKeys } from './keys.js'
+import { consumeKeys, leaseSettlementsKey, purgesKey, runDataKey, runIndexKey, runKeys } from './keys.js'
 import type { RunMeta, RunStatus } from './types.js'
 
 /** Storage adapter of runs: one script per function, each one round trip. */
 const scripts = {
-  start: new Script('startRun-8'),
-  consume: new Script('consumeRun-10'),
-  end: new Script('endRun-6'),
-  expire: new Script('expireRuns-6'),
+  start: new Script('startRun-9'),
+  consume: new Script('consumeRun-11'),
+  end: new Script('endRun-7'),
+  expire: new Script('expireRuns-7'),
   purge: new Script('purgeRuns-N'),
 }
 export const runScripts: readonly Script[] = Object.values(scripts)
@@ -24,27 +24,50 @@ export interface RunState {
   endedAt: number
   currency: string
   meta: RunMeta
+  /** The lease of a run tree that leases from a budget (on its root and every descendant). */
+  lease?: RunLease
+}
+
+export interface RunLease {
+  budgetKey: string
+  /** The lease number n of lease id `l_<n>` on the budget. */
+  number: string
+  rootRunId: string
 }
 
 /** Reads runReply (lua/includes/runs.lua) from `at`. */
 function readRun(runId: string, reply: unknown[], at: number): RunState {
-  return {
+  const run: RunState = {
     runId, status: String(reply[at]) as RunStatus, budget: Number(reply[at + 1]), consumed: Number(reply[at + 2]), childHeld: Number(reply[at + 3]),
     deadline: Number(reply[at + 4]), endedAt: Number(reply[at + 5]), currency: String(reply[at + 6]), meta: JSON.parse(String(reply[at + 7])) as RunMeta,
   }
+  const ls = String(reply[at + 8] ?? '')
+  if (ls !== '') {
+    const [number, rootRunId] = ls.split('|', 2) as [string, string]
+    run.lease = { number, rootRunId, budgetKey: ls.slice(number.length + rootRunId.length + 2) }
+  }
+  return run
 }
 
 const keyList = (projectId: string, customerId: string) => {
   const k = runKeys(projectId, customerId)
-  return [k.runs, k.wallet, k.credits, k.journal, k.deadlines, k.purges]
+  return [k.runs, k.wallet, k.credits, k.journal, k.deadlines, k.purges, k.leases]
 }
 
 export async function startRun(
   redis: RedisClient, projectId: string, customerId: string, nowMs: number,
-  input: { idempotencyKey: string; fingerprint: string; budget: number; x: number; currency: string; parentRunId: string; deadline: number; meta: RunMeta },
+  input: {
+    idempotencyKey: string; fingerprint: string; budget: number; x: number; currency: string; parentRunId: string; deadline: number; meta: RunMeta
+    /** A root run leasing from a budget: the lease taken for it, and whether it is still open. */
+    lease?: { budgetKey: string; number: string; open: boolean }
+  },
 ): Promise<{ status: string; run?: RunState }> {
   const keys = [...keyList(projectId, customerId), walletKeys(projectId, customerId).counters, runIndexKey(projectId)]
-  const args = [projectId, customerId, nowMs, input.idempotencyKey, input.fingerprint, input.budget, input.x, input.currency, input.parentRunId, input.deadline, JSON.stringify(input.meta)]
+  const lease = input.lease ? `${input.lease.number}|${input.lease.budgetKey}` : ''
+  const args = [
+    projectId, customerId, nowMs, input.idempotencyKey, input.fingerprint, input.budget, input.x, input.currency, input.parentRunId, input.deadline, JSON.stringify(input.meta),
+    lease, input.lease?.open ? '1' : '0',
+  ]
   const reply = await scripts.start.run(redis, keys, args)
   const status = String(reply[0])
   return reply.length > 2 ? { status, run: readRun(String(reply[1]), reply, 2) } : { status }
@@ -78,14 +101,42 @@ export interface ConsumeArgs {
   row: string
 }
 
-export async function consumeRun(redis: RedisClient, projectId: string, customerId: string, nowMs: number, runId: string, a: ConsumeArgs): Promise<{ reason: string; cost: number; usage?: string; run?: RunState }> {
+/** `treeConsumed`: for an accepted consume in a tree leasing from a budget, what the tree consumed so far (minor units). */
+export async function consumeRun(
+  redis: RedisClient, projectId: string, customerId: string, nowMs: number, runId: string, a: ConsumeArgs,
+): Promise<{ reason: string; cost: number; usage?: string; run?: RunState; treeConsumed?: number }> {
   const keys = [...keyList(projectId, customerId), ...consumeKeys(projectId, customerId), runDataKey(projectId, runId)]
   const [hi, lo] = toPair(a.ledger)
   const args = [projectId, customerId, nowMs, runId, a.idempotencyKey, a.featureSlug, a.entitled ? '1' : '0', a.mode, hi, lo, a.catalogVersion, a.subscriptionStatus, a.usageBefore, a.usageAfter, a.row]
   const reply = await scripts.consume.run(redis, keys, args)
   const reason = String(reply[0])
   if (reason === 'stale_usage') return { reason, cost: 0, usage: String(reply[2]) }
-  return reply.length > 2 ? { reason, cost: Number(reply[1]), run: readRun(runId, reply, 2) } : { reason, cost: 0 }
+  if (reply.length <= 2) return { reason, cost: 0 }
+  const out: { reason: string; cost: number; run: RunState; treeConsumed?: number } = { reason, cost: Number(reply[1]), run: readRun(runId, reply, 2) }
+  if (reply.length > 11) out.treeConsumed = Number(reply[11])
+  return out
+}
+
+/** The lease settlements an ended leasing root left (`field` → value), all of the project or one run's. */
+export async function leaseSettlements(redis: RedisClient, projectId: string, field?: string): Promise<{ field: string; customerId: string; runId: string; number: string; consumed: number; x: number; budgetKey: string }[]> {
+  const key = leaseSettlementsKey(projectId)
+  let entries: [string, string][]
+  if (field === undefined) {
+    entries = Object.entries(await redis.hgetall(key))
+  } else {
+    const value = await redis.hget(key, field)
+    entries = value === null ? [] : [[field, value]]
+  }
+  return entries.map(([f, value]) => {
+    const [customerId, runId] = f.split('\t', 2) as [string, string]
+    const [number, consumed, x] = value.split('|', 3) as [string, string, string]
+    return { field: f, customerId, runId, number, consumed: Number(consumed), x: Number(x), budgetKey: value.slice(number.length + consumed.length + x.length + 3) }
+  })
+}
+
+/** Forgets a lease settlement once the budget took it. */
+export async function dropLeaseSettlement(redis: RedisClient, projectId: string, field: string): Promise<void> {
+  await redis.hdel(leaseSettlementsKey(projectId), field)
 }
 
 export async function expireRuns(redis: RedisClient, projectId: string, customerId: string, nowMs: number, runIds: string[]): Promise<number> {

@@ -1,3 +1,4 @@
+import type { BudgetService } from '../budgets/service.js'
 import { catalogKey, customerKey } from '../catalog/keys.js'
 import type { Entitlement } from '../catalog/schemas.js'
 import type { AccessFlags, CustomerView } from '../catalog/types.js'
@@ -10,7 +11,7 @@ import type { RedisClient } from '../redis/scripts.js'
 import { CURRENCIES, DEFAULT_CURRENCY, type WalletCurrency } from '../wallet/types.js'
 import { pricingOf, quantityOf } from './pricing.js'
 import * as store from './redis.js'
-import { DEFAULT_RUN_TTL_MS, type ConsumeReason, type ConsumeResponse, type EndStatus, type Run } from './types.js'
+import { DEFAULT_RUN_TTL_MS, LEASE_GRACE_MS, type ConsumeReason, type ConsumeResponse, type EndStatus, type Run } from './types.js'
 
 export interface StartInput {
   customerId: string
@@ -64,12 +65,18 @@ export class RunService {
   /** (project, run, feature) → the run's quantity of a tiered/package feature, as last seen. */
   private readonly usage = new Map<string, string>()
 
-  constructor(private readonly redis: RedisClient, private readonly clock: Clock) {}
+  /** `budgets`: where runs started with budgetKey lease from (without it, budgetKey is 412). */
+  constructor(private readonly redis: RedisClient, private readonly clock: Clock, private readonly budgets?: BudgetService) {}
 
   /** POST /v1/runs/start. */
   async start(projectId: string, input: StartInput): Promise<Result<Run>> {
     if (input.budgetKey !== undefined) {
-      return failure('precondition_failed', 'budget_leases_not_supported', 'Runs leasing from a budget (budgetKey) are not available in this version: start the run without budgetKey to reserve from the customer\'s wallet.')
+      if (input.parentRunId !== undefined) {
+        return invalid([{ path: '$.budgetKey', message: 'a child run reserves from its parent (and so from the budget its root leases from); budgetKey is for root runs' }])
+      }
+      if (!this.budgets) {
+        return failure('precondition_failed', 'budget_leases_not_supported', 'Runs leasing from a budget (budgetKey) are not available here: start the run without budgetKey to reserve from the customer\'s wallet.')
+      }
     }
     const now = this.clock()
     let currency: string = input.currency ?? DEFAULT_CURRENCY
@@ -83,15 +90,39 @@ export class RunService {
       customerId: input.customerId, workloadType: input.workloadType ?? 'agent', workloadId: input.workloadId ?? '', traceId: input.traceId ?? '',
       parentRunId, startedAt: now,
     }
-    const fingerprint = JSON.stringify([input.budgetAmountMinor, currency, parentRunId, input.ttlMs ?? null, meta.workloadType, meta.workloadId, meta.traceId])
+    const fingerprint = JSON.stringify([input.budgetAmountMinor, currency, parentRunId, input.ttlMs ?? null, meta.workloadType, meta.workloadId, meta.traceId,
+      ...(input.budgetKey === undefined ? [] : [input.budgetKey])])
+    const x = 8 - exponent
+    const ttlMs = input.ttlMs ?? DEFAULT_RUN_TTL_MS
+    let deadline = now + ttlMs
+    let lease: { budgetKey: string; number: string; open: boolean; created: boolean } | undefined
+    if (input.budgetKey !== undefined) {
+      // The lease first (the budget's slot), then the run that names it (the project's slot).
+      const leased = await this.budgets!.openLease(projectId, input.budgetKey, {
+        amount: BigInt(input.budgetAmountMinor) * 10n ** BigInt(x), ttlMs, expiresAt: deadline + LEASE_GRACE_MS, currency,
+        requestKey: `${input.customerId}|${input.idempotencyKey}`, fingerprint,
+      })
+      if (!leased.ok) return leased
+      const l = leased.value
+      lease = { budgetKey: input.budgetKey, number: l.number, open: l.state === 'open', created: !l.replayed }
+      // A retried start keeps the first attempt's deadline: the run never outlives its lease.
+      deadline = l.expiresAt - LEASE_GRACE_MS
+    }
     const started = await store.startRun(this.redis, projectId, input.customerId, now, {
-      idempotencyKey: input.idempotencyKey, fingerprint, budget: input.budgetAmountMinor, x: 8 - exponent, currency, parentRunId,
-      deadline: now + (input.ttlMs ?? DEFAULT_RUN_TTL_MS), meta,
+      idempotencyKey: input.idempotencyKey, fingerprint, budget: input.budgetAmountMinor, x, currency, parentRunId, deadline, meta, lease,
     })
+    if (lease?.created && started.status !== 'ok') {
+      // No run took the lease this call opened (a replayed run names an earlier lease): give it
+      // back at once, else its deadline would.
+      await this.budgets!.reportLease(projectId, lease.budgetKey, lease.number, 0n, 'end').catch(() => undefined)
+    }
     switch (started.status) {
       case 'ok':
       case 'replayed':
+        await this.settleIfEnded(projectId, started.run!)
         return success(toRun(started.run!))
+      case 'lease_closed':
+        return failure('conflict', 'lease_closed', `The lease this idempotencyKey took on budget ${input.budgetKey} ended before its run started; start the run with a new idempotencyKey.`)
       case 'idempotency_conflict':
         return failure('conflict', 'idempotency_conflict', 'This idempotencyKey started another run of this customer with a different request.')
       case 'parent_not_found':
@@ -113,7 +144,9 @@ export class RunService {
     const index = await this.runIndex(projectId, runId)
     if (!index) return runNotFound(runId)
     const read = await store.endRun(this.redis, projectId, index.customerId, this.clock(), runId, 'get')
-    return read.run ? success(toRun(read.run)) : runNotFound(runId)
+    if (!read.run) return runNotFound(runId)
+    await this.settleIfEnded(projectId, read.run)
+    return success(toRun(read.run))
   }
 
   /** POST /v1/runs/end/{runId}. */
@@ -122,6 +155,7 @@ export class RunService {
     if (!index) return runNotFound(runId)
     const ended = await store.endRun(this.redis, projectId, index.customerId, this.clock(), runId, status)
     if (!ended.run) return runNotFound(runId)
+    await this.settleIfEnded(projectId, ended.run)
     if (ended.status === 'run_not_running') {
       return failure('conflict', 'run_not_running', `Run ${runId} already ended as ${ended.run.status}.`, { run: toRun(ended.run) })
     }
@@ -180,9 +214,54 @@ export class RunService {
         return failure('conflict', 'run_busy', `Run ${runId} changed under this event ${attempt} times; send it again.`)
       }
       if (applied.reason === 'accepted' && pricing && !pricing.linear) bounded(this.usage, usageKey, usageAfter)
+      const run = applied.run!
+      if (run.lease && applied.treeConsumed !== undefined && applied.cost > 0) {
+        // The tree's consumption so far into the budget: a second round trip (another slot). A
+        // report that fails is repaired by the next one or by the end's settlement (each carries
+        // the total, not a difference), so the accepted event stands.
+        await this.budgets?.reportLease(projectId, run.lease.budgetKey, run.lease.number, BigInt(applied.treeConsumed) * 10n ** BigInt(8 - exponentOf(run.currency)), 'report')
+          .catch(() => undefined)
+      } else if (applied.reason === 'expired') {
+        await this.settleIfEnded(projectId, run)
+      }
       const reason = applied.reason as ConsumeReason
       return success({ accepted: reason === 'accepted' || reason === 'duplicate', reason, run: toRun(applied.run!), costAmountMinor: applied.cost })
     }
+  }
+
+  /**
+   * Settles at their budgets the leases of ended leasing roots of the project (the sweep, after
+   * expiring; also repairs a settlement a gateway could not make). Returns how many it settled.
+   */
+  async settleLeases(projectId: string): Promise<number> {
+    let settled = 0
+    for (const s of await store.leaseSettlements(this.redis, projectId)) {
+      if (await this.settleLease(projectId, s)) settled++
+    }
+    return settled
+  }
+
+  /** An ended leasing root: its lease settled at the budget with the run's final consumed, if not yet. */
+  private async settleIfEnded(projectId: string, run: store.RunState): Promise<void> {
+    if (!run.lease || run.status === 'running' || run.lease.rootRunId !== run.runId) return
+    // The run has ended whatever happens here: a settlement that fails stays pending for the sweep.
+    try {
+      const [pending] = await store.leaseSettlements(this.redis, projectId, `${run.meta.customerId}\t${run.runId}`)
+      if (pending) await this.settleLease(projectId, pending)
+    } catch {
+      // settleLeases (the sweep) retries it.
+    }
+  }
+
+  private async settleLease(projectId: string, s: Awaited<ReturnType<typeof store.leaseSettlements>>[number]): Promise<boolean> {
+    if (!this.budgets) return false
+    const ended = await this.budgets.reportLease(projectId, s.budgetKey, s.number, BigInt(s.consumed) * 10n ** BigInt(s.x), 'end')
+    // Settled, or nothing left to settle it into (the budget or its lease are gone).
+    if (ended.ok || ended.reason === 'budget_not_found' || ended.reason === 'lease_not_found') {
+      await store.dropLeaseSettlement(this.redis, projectId, s.field)
+      return ended.ok
+    }
+    return false
   }
 
   /** Expires the given runs of a customer that are past their deadline (the sweep, workers/runExpiry.ts). */
@@ -257,5 +336,10 @@ export function toRun(r: store.RunState): Run {
     endedAt: r.status === 'running' ? null : r.endedAt,
     startedAt: r.meta.startedAt,
     expiresAt: r.deadline,
+    ...(r.lease ? { budgetKey: r.lease.budgetKey, leaseId: `l_${r.lease.number}` } : {}),
   }
+}
+
+function exponentOf(currency: string): number {
+  return CURRENCIES[currency as WalletCurrency]?.exponent ?? 2
 }

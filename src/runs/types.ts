@@ -11,6 +11,13 @@ export type ConsumeReason = (typeof CONSUME_REASONS)[number]
 /** Default run deadline and its maximum. */
 export const DEFAULT_RUN_TTL_MS = 15 * 60_000
 export const MAX_RUN_TTL_MS = 7 * 24 * 3_600_000
+/**
+ * How long a lease on a budget outlives its run's deadline: the run's expiry (lazily, or by the
+ * sweep every few seconds) settles the lease first, so the budget does not release the lease's
+ * capacity before the run's last usage is reported. A lease whose run never started (the start
+ * failed after the lease was taken) is released then.
+ */
+export const LEASE_GRACE_MS = 60_000
 
 /** Spec 2.4, amounts in minor currency units; `startedAt`, `expiresAt` are our additions. */
 export const RunSchema = Type.Object({
@@ -28,6 +35,8 @@ export const RunSchema = Type.Object({
   endedAt: Type.Union([Type.Integer(), Type.Null()], { description: 'Epoch ms when the run ended; null while it runs.' }),
   startedAt: Type.Integer({ description: 'Epoch ms (our addition).' }),
   expiresAt: Type.Integer({ description: 'The deadline, epoch ms: a run still running then is expired (our addition).' }),
+  budgetKey: Type.Optional(Type.String({ description: 'The budget the run tree leases from (a root started with budgetKey, and its descendants); absent for a run on the wallet (our addition).' })),
+  leaseId: Type.Optional(Type.String({ description: 'The lease on that budget (`l_<n>`): its unreported part counts in the budget\'s held (our addition).' })),
 })
 export type Run = Static<typeof RunSchema>
 

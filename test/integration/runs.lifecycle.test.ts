@@ -148,7 +148,7 @@ describe('run lifecycle', () => {
     expect([w.available.amount, w.held.amount]).toEqual(['9', '0'])
   })
 
-  it('start: idempotent, 402 without funds, 409 on a reused key, 412 for budgetKey, 400 on bad input', async () => {
+  it('start: idempotent, 402 without funds, 409 on a reused key, 404 for a budgetKey that names no budget, 400 on bad input', async () => {
     const T = gw.clock()
     const s = await setup('1')
     const a = await started(await s.start({ budgetAmountMinor: 60, idempotencyKey: 'same' }))
@@ -159,7 +159,7 @@ describe('run lifecycle', () => {
     expectError(broke, 402, 'BUDGET_EXCEEDED', 'https://docs.metering.dev')
     expect(broke.body.error.details.reason).toBe('insufficient_funds')
     await started(await s.start({ budgetAmountMinor: 40, idempotencyKey: 'more' }))
-    expectError(await s.start({ budgetAmountMinor: 1, idempotencyKey: 'b', budgetKey: 'some-budget' }), 412, 'PRECONDITION_FAILED', 'https://docs.metering.dev')
+    expectError(await s.start({ budgetAmountMinor: 1, idempotencyKey: 'b', budgetKey: 'some-budget' }), 404, 'NOT_FOUND', 'https://docs.metering.dev')
     expectError(await s.start({ budgetAmountMinor: -1, idempotencyKey: 'neg' }), 400, 'BAD_REQUEST', 'https://docs.metering.dev')
     expectError(await s.start({ budgetAmountMinor: 1, idempotencyKey: 'eur', currency: 'EUR' }), 409, 'CONFLICT', 'https://docs.metering.dev')
     const w = await s.wallet()

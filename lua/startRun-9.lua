@@ -1,13 +1,17 @@
--- Starts a run: reserves its budget from the customer's wallet (a root run) or from its parent's
--- remaining (a child run), once per idempotency key.
+-- Starts a run: reserves its budget from the customer's wallet (a root run), from its parent's
+-- remaining (a child run), or records the lease the gateway took on a budget for it (a root run
+-- with a lease: the wallet is not touched), once per idempotency key.
 -- KEYS: 1 runs hash, 2 wallet hash, 3 credits hash, 4 journal list, 5 run deadlines, 6 run purges,
---       7 the project's counters hash, 8 the project's run index (runId -> '<currency>|<customerId>')
+--       7 lease settlements, 8 the project's counters hash, 9 the project's run index
+--       (runId -> '<currency>|<customerId>')
 -- ARGV: 1 projectId, 2 customerId, 3 nowMs, 4 idempotencyKey, 5 request fingerprint,
 --       6 budget (minor units), 7 x (8 - the currency's exponent), 8 currency, 9 parentRunId or '',
---       10 deadline (epoch ms), 11 the static fields (JSON)
+--       10 deadline (epoch ms), 11 the static fields (JSON), 12 the lease ('<lease number>|<budgetKey>',
+--       '' for none), 13 '1' when that lease is still open
 -- Returns { status, runId, run... (runReply) } with status 'ok' | 'replayed' (the first run) |
 -- 'idempotency_conflict' | 'parent_not_found' | 'parent_not_running' | 'currency_mismatch' |
--- 'insufficient_funds' (the wallet's available) | 'insufficient_budget' (the parent's remaining).
+-- 'insufficient_funds' (the wallet's available) | 'insufficient_budget' (the parent's remaining) |
+-- 'lease_closed' (the lease ended before this run could start on it).
 --@include money
 --@include wallet
 --@include runs
@@ -38,6 +42,8 @@ if parentId ~= '' then
   elseif parent.b - parent.c - parent.k < budget then
     status = 'insufficient_budget'
   end
+elseif ARGV[12] ~= '' then
+  if ARGV[13] ~= '1' then status = 'lease_closed' end
 else
   local w = runWallet(ctx)
   if w.cur ~= '' and w.cur ~= currency then
@@ -54,13 +60,17 @@ if status ~= 'ok' then
   return { status, '' }
 end
 
-local id = 'run_' .. redis.call('HINCRBY', KEYS[7], 'run', 1)
-local r = { id = id, st = 'running', dl = deadline, b = budget, c = 0, k = 0, p = parentId, x = x, kids = '', a = '', e = 0, cu = currency, m = ARGV[11], sk = ARGV[4] }
+local id = 'run_' .. redis.call('HINCRBY', KEYS[8], 'run', 1)
+local r = { id = id, st = 'running', dl = deadline, b = budget, c = 0, k = 0, p = parentId, x = x, kids = '', a = '', e = 0, cu = currency, m = ARGV[11], sk = ARGV[4], ls = '' }
 if parent then
+  r.ls = parent.ls
   if parent.dl < r.dl then r.dl = parent.dl end
   parent.k = parent.k + budget
   parent.kids = parent.kids .. id .. ','
   ctx.dirty[parent.id] = true
+elseif ARGV[12] ~= '' then
+  local n, budgetKey = string.match(ARGV[12], '^([^|]*)|(.*)$')
+  r.ls = n .. '|' .. id .. '|' .. budgetKey
 else
   local w = ctx.w
   local bh, bl = runMinorToPair(budget, x)
@@ -83,6 +93,6 @@ ctx.runs[id] = r
 ctx.created[id] = true
 ctx.dirty[id] = true
 redis.call('HSET', KEYS[1], recordField, id .. '|' .. ARGV[5])
-redis.call('HSET', KEYS[8], id, currency .. '|' .. ARGV[2])
+redis.call('HSET', KEYS[9], id, currency .. '|' .. ARGV[2])
 runSave(ctx)
 return runReply(r, { 'ok', id })

@@ -1,8 +1,8 @@
 -- Applies a priced metered event to a running run (spec 4.5), once per idempotency key.
 -- KEYS: 1 runs hash, 2 wallet hash, 3 credits hash, 4 journal list, 5 run deadlines, 6 run purges,
---       7 the customer's catalog hash (access flags), 8 the catalog hash (version),
---       9 the customer's entitlement state hash (featureSlug -> deniedUntilMs),
---       10 the run's data hash: l:<feature> its cost of the feature so far at ledger scale 8
+--       7 lease settlements, 8 the customer's catalog hash (access flags), 9 the catalog hash
+--       (version), 10 the customer's entitlement state hash (featureSlug -> deniedUntilMs),
+--       11 the run's data hash: l:<feature> its cost of the feature so far at ledger scale 8
 --       ("hi|lo"), u:<feature> its quantity so far (tiered and package prices), i:<key> the cost
 --       of an accepted consume
 -- ARGV: 1 projectId, 2 customerId, 3 nowMs, 4 runId, 5 idempotencyKey, 6 featureSlug,
@@ -11,7 +11,8 @@
 --       9 hi, 10 lo, 11 the catalog version the gateway priced with, 12 the subscriptionStatus
 --       flag it saw, 13 the quantity so far it priced from ('set'), 14 the new quantity ('set'),
 --       15 the usage_events row (JSON) to journal when accepted
--- Returns { reason, cost (minor units), run... } with reason, in order of precedence:
+-- Returns { reason, cost (minor units), run... } with reason, in order of precedence (accepted, for a
+-- run of a tree leasing from a budget, then adds what the tree consumed so far, its root's tc):
 -- 'run_not_found' (alone) | 'duplicate' | 'expired' | 'not_running' | 'stale' (the catalog
 -- changed: price again) | 'entitlement_denied' | 'stale_usage' (then the quantity so far, alone
 -- with it: price again) | 'insufficient_budget' | 'accepted'.
@@ -23,7 +24,7 @@ local id, slug = ARGV[4], ARGV[6]
 local r = runLoad(ctx, id)
 if not r then return { 'run_not_found', 0 } end
 local recordField = 'i:' .. ARGV[5]
-local record = redis.call('HGET', KEYS[10], recordField)
+local record = redis.call('HGET', KEYS[11], recordField)
 if record then return runReply(r, { 'duplicate', tonumber(record) }) end
 if runExpireIfDue(ctx, r) then
   runSave(ctx)
@@ -32,16 +33,16 @@ end
 if r.st == 'expired' then return runReply(r, { 'expired', 0 }) end
 if r.st ~= 'running' then return runReply(r, { 'not_running', 0 }) end
 
-local flags = redis.call('HMGET', KEYS[7], 'customerDisabled', 'subscriptionStatus')
-local version = redis.call('HGET', KEYS[8], 'version') or ''
+local flags = redis.call('HMGET', KEYS[8], 'customerDisabled', 'subscriptionStatus')
+local version = redis.call('HGET', KEYS[9], 'version') or ''
 if version ~= ARGV[11] or (flags[2] or '') ~= ARGV[12] then return runReply(r, { 'stale', 0 }) end
-local deniedUntil = tonumber(redis.call('HGET', KEYS[9], slug) or '')
+local deniedUntil = tonumber(redis.call('HGET', KEYS[10], slug) or '')
 if flags[1] == '1' or ARGV[7] ~= '1' or (deniedUntil and deniedUntil > ctx.now) then
   return runReply(r, { 'entitlement_denied', 0 })
 end
 
 local costField, usageField = 'l:' .. slug, 'u:' .. slug
-local stored = redis.call('HMGET', KEYS[10], costField, usageField)
+local stored = redis.call('HMGET', KEYS[11], costField, usageField)
 local oh, ol = 0, 0
 if stored[1] then
   local h, l = string.match(stored[1], '^([^|]*)|(.*)$')
@@ -65,7 +66,11 @@ if ARGV[8] == 'set' then
   fields[#fields + 1] = usageField
   fields[#fields + 1] = ARGV[14]
 end
-redis.call('HSET', KEYS[10], unpack(fields))
+redis.call('HSET', KEYS[11], unpack(fields))
 redis.call('RPUSH', KEYS[4], 'usage_events\t' .. ARGV[15])
 runSave(ctx)
-return runReply(r, { 'accepted', cost })
+local reply = runReply(r, { 'accepted', cost })
+if r.ls ~= '' then
+  reply[#reply + 1] = redis.call('HINCRBY', KEYS[1], string.match(r.ls, '^[^|]*|([^|]*)|') .. ':tc', cost)
+end
+return reply

@@ -1,5 +1,6 @@
 -- Reads or ends a run. A run past its deadline is expired first (lazily, on every touch).
--- KEYS: 1 runs hash, 2 wallet hash, 3 credits hash, 4 journal list, 5 run deadlines, 6 run purges
+-- KEYS: 1 runs hash, 2 wallet hash, 3 credits hash, 4 journal list, 5 run deadlines, 6 run purges,
+--       7 lease settlements
 -- ARGV: 1 projectId, 2 customerId, 3 nowMs, 4 runId, 5 'get' or the status to end with
 --       (completed | canceled | failed)
 -- Returns { status, run... } with status 'ok' | 'run_not_found' (alone) | 'replayed' (ending a

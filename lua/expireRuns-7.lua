@@ -1,5 +1,6 @@
 -- Expires a customer's runs that are past their deadline (the background sweep).
--- KEYS: 1 runs hash, 2 wallet hash, 3 credits hash, 4 journal list, 5 run deadlines, 6 run purges
+-- KEYS: 1 runs hash, 2 wallet hash, 3 credits hash, 4 journal list, 5 run deadlines, 6 run purges,
+--       7 lease settlements
 -- ARGV: 1 projectId, 2 customerId, 3 nowMs, 4.. runIds the sweep found due
 -- Returns the number of runs it ended (descendants included). A run no longer running is
 -- dropped from the deadlines.
