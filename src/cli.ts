@@ -8,6 +8,8 @@ import { projectKey } from './keys/keys.js'
 import { KeyService } from './keys/service.js'
 import { connectRedis } from './redis/connection.js'
 import { runningEmbeddedRedis, startEmbeddedRedis } from './redis/local.js'
+import { applyConfigDocument } from './wallet/config.js'
+import { WalletService } from './wallet/service.js'
 
 const USAGE = `Usage: npm run cli -- <command>
   project create [--name NAME]                         create a project and its first key
@@ -48,7 +50,7 @@ async function main(argv: string[]): Promise<number> {
       const document: unknown = JSON.parse(readFileSync(verb, 'utf8'))
       if (values['dry-run'] && typeof document === 'object' && document !== null) (document as { dryRun?: boolean }).dryRun = true
       const catalog = new CatalogService(redis, systemClock, new BudgetService(redis, systemClock))
-      const result = await catalog.apply(values.project, document, 'cli')
+      const result = await applyConfigDocument({ catalog, wallet: new WalletService(redis, systemClock) }, values.project, document, 'cli')
       if (!result.ok) {
         print(result.details ?? {})
         return fail(result.message)

@@ -27,6 +27,17 @@ export interface Config {
   /** Requests per second per key; undefined = no limit. */
   rateLimit: number | undefined
   sweepIntervalMs: number
+  /**
+   * METERING_JOURNAL_INTERVAL_MS: pause between rounds of the journal worker, which drains the
+   * outbox lists (budget movements, …) into ClickHouse (src/journal/README.md); 0 turns it off
+   * in this process.
+   */
+  journalIntervalMs: number
+  /**
+   * METERING_INVOICE_INTERVAL_MS: pause between runs of the invoice worker, which closes ended
+   * billing cycles into invoices (src/invoices/README.md); 0 turns it off in this process.
+   */
+  invoiceIntervalMs: number
   logLevel: string
   prettyLogs: boolean
   /** METERING_PUBLIC_URL: the base URL clients reach the gateway at (payment setup links); unset → http://<host>:<port>. */
@@ -63,6 +74,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxBodyBytes: int('METERING_MAX_BODY_BYTES', 1024 * 1024, env),
     rateLimit: rate > 0 ? rate : undefined,
     sweepIntervalMs: int('METERING_SWEEP_MS', 5000, env),
+    journalIntervalMs: int('METERING_JOURNAL_INTERVAL_MS', 1000, env),
+    invoiceIntervalMs: int('METERING_INVOICE_INTERVAL_MS', 60_000, env),
     logLevel: env.LOG_LEVEL ?? 'info',
     prettyLogs: env.LOG_PRETTY ? env.LOG_PRETTY !== '0' : Boolean(process.stdout.isTTY),
     publicUrl: env.METERING_PUBLIC_URL ? env.METERING_PUBLIC_URL.replace(/\/+$/, '') : undefined,

@@ -13,6 +13,8 @@ import { loadConfig, type Config } from './config.js'
 import { loadEventOptions, type EventOptions } from './events/options.js'
 import { DEAD_LETTER_QUEUE, INGEST_QUEUE } from './events/queue.js'
 import { eventScripts } from './events/redis.js'
+import { entitlementScripts } from './entitlements/redis.js'
+import { EntitlementService } from './entitlements/service.js'
 import { EventService } from './events/service.js'
 import { createHttpApp, listen } from './http/app.js'
 import { Metrics } from './http/metrics.js'
@@ -31,7 +33,18 @@ import { loadLibrary, type RedisClient } from './redis/scripts.js'
 import type { Services } from './services.js'
 import { startHoldExpiry, sweepExpiredHolds } from '../workers/holdExpiry.js'
 import { startIngestWorker, type IngestWorker } from '../workers/ingest.js'
+import { startJournalWorker, type JournalWorker } from '../workers/journal.js'
+import { startInvoiceWorker, type InvoiceWorker } from '../workers/invoices.js'
+import { invoiceScripts } from './invoices/redis.js'
+import { InvoiceService } from './invoices/service.js'
+import { walletForInvoices } from './invoices/wallet.js'
+import { journalScripts } from './journal/drain.js'
 import { startNotificationWorker, type NotificationWorker } from '../workers/notifications.js'
+import { startRunExpiry, sweepExpiredRuns } from '../workers/runExpiry.js'
+import { runScripts } from './runs/redis.js'
+import { RunService } from './runs/service.js'
+import { walletScripts } from './wallet/redis.js'
+import { WalletService } from './wallet/service.js'
 
 export interface Gateway {
   port: number
@@ -42,6 +55,12 @@ export interface Gateway {
   clickhouse: ClickHouseStore | undefined
   /** One sweep of expired holds now (tests call it with a moved clock). */
   sweep(): ReturnType<typeof sweepExpiredHolds>
+  /** One sweep of runs past their deadline now (`match`: the deadline sets to scan, default every project's). */
+  sweepRuns(match?: string): ReturnType<typeof sweepExpiredRuns>
+  /** The in-process journal worker (undefined when ClickHouse is off or METERING_JOURNAL_INTERVAL_MS=0). */
+  journal: JournalWorker | undefined
+  /** The in-process invoice worker (undefined when ClickHouse is off or METERING_INVOICE_INTERVAL_MS=0). */
+  invoiceWorker: InvoiceWorker | undefined
   close(): Promise<void>
 }
 
@@ -62,6 +81,8 @@ export interface GatewayOverrides {
   clickhouse?: 'on' | 'off'
   /** Notification queues and webhook delivery (defaults from the environment, src/notifications/options.ts). */
   notifications?: Partial<NotificationOptions>
+  /** Glob(s) of the journal outbox lists the in-process journal worker drains (tests: their project's); default all. */
+  journalMatch?: string | string[]
 }
 
 /** The host part of a URL for the listening address (a wildcard address → loopback). */
@@ -134,7 +155,8 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
     throw err
   }
   if (clickhouse) logger.info({ kind: clickhouse.kind, database: clickhouse.database }, 'clickhouse store migrated')
-  const analytics = new AnalyticsService(clickhouse, clock, catalog)
+  const analytics = new AnalyticsService(clickhouse, clock, catalog, budgets)
+  const invoices = new InvoiceService(redis, clock, clickhouse, walletForInvoices(redis, clock))
   // Setup links name the gateway's public URL; without METERING_PUBLIC_URL, the address it listens on.
   let listeningUrl = ''
   const payments = new PaymentService(redis, clock, {
@@ -143,7 +165,10 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
     stripeSecretKey: config.stripeSecretKey,
     squareAccessToken: config.squareAccessToken,
   })
-  const services: Services = { analytics, budgets, catalog, keys, events, webhooks, payments }
+  const entitlements = new EntitlementService(redis, clock)
+  const wallet = new WalletService(redis, clock)
+  const runs = new RunService(redis, clock, budgets)
+  const services: Services = { analytics, budgets, catalog, entitlements, keys, events, webhooks, payments, invoices, runs, wallet }
   const limits = new LimitChecker({ redis, analytics, queue: (event) => notifications.limitReached(event), clock, logger })
   const rateLimiter = config.rateLimit ? new RateLimiter(redis, clock, config.rateLimit) : undefined
 
@@ -152,7 +177,7 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
     rawRoutes,
     services,
     logger,
-    metrics: new Metrics([...budgetScripts, ...catalogScripts, ...eventScripts]),
+    metrics: new Metrics([...budgetScripts, ...catalogScripts, ...entitlementScripts, ...eventScripts, ...journalScripts, ...invoiceScripts, ...walletScripts, ...runScripts]),
     openapi: buildOpenApi(routes),
     docsUrl: config.docsUrl,
     maxBodyBytes: config.maxBodyBytes,
@@ -163,6 +188,9 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
   listeningUrl = `http://${hostForUrl(config.host)}:${server.port}`
   const stopSweep = config.sweepIntervalMs > 0
     ? startHoldExpiry(redis, budgets, config.sweepIntervalMs, (err) => logger.error({ err }, 'hold expiry sweep failed'))
+    : () => {}
+  const stopRunSweep = config.sweepIntervalMs > 0
+    ? startRunExpiry(redis, runs, config.sweepIntervalMs, (err) => logger.error({ err }, 'run expiry sweep failed'))
     : () => {}
   let ingest: { worker: IngestWorker; connection: RedisClient } | undefined
   if (clickhouse && config.ingestWorker) {
@@ -183,6 +211,22 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
     }
     logger.info({ queue: ingestQueue, store: clickhouse.kind, concurrency: config.ingestConcurrency }, 'ingest worker running in-process')
   }
+  // The journal outbox (budget movements, …) into ClickHouse; other gateways and `npm run
+  // worker` may drain too: claims keep them off each other's lists.
+  let journal: JournalWorker | undefined
+  if (clickhouse && config.journalIntervalMs > 0) {
+    journal = startJournalWorker({
+      redis, store: clickhouse, logger, intervalMs: config.journalIntervalMs,
+      ...(overrides.journalMatch === undefined ? {} : { match: overrides.journalMatch }),
+    })
+    logger.info({ intervalMs: config.journalIntervalMs }, 'journal worker running in-process')
+  }
+  // Ended billing cycles into invoices (src/invoices/README.md); any number of workers may run.
+  let invoiceWorker: InvoiceWorker | undefined
+  if (clickhouse && config.invoiceIntervalMs > 0) {
+    invoiceWorker = startInvoiceWorker({ invoices, clock, logger, intervalMs: config.invoiceIntervalMs })
+    logger.info({ intervalMs: config.invoiceIntervalMs }, 'invoice worker running in-process')
+  }
   let delivery: { worker: NotificationWorker; connection: RedisClient } | undefined
   if (notificationOptions.worker) {
     const connection = connectRedis(config.redisUrl ?? embedded!.url, 'metering-notifications', { blocking: true })
@@ -200,11 +244,17 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
     logger,
     clickhouse,
     sweep: () => sweepExpiredHolds(redis, budgets),
+    sweepRuns: (match) => sweepExpiredRuns(redis, runs, match),
+    journal,
+    invoiceWorker,
     async close() {
       ready = false
       stopSweep()
+      stopRunSweep()
       server.close()
       await events.close()
+      await journal?.close()
+      await invoiceWorker?.close()
       if (ingest) {
         await ingest.worker.close()
         await ingest.connection.quit()

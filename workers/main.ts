@@ -13,13 +13,20 @@ import { connectRedis } from '../src/redis/connection.js'
 import { loadLibrary } from '../src/redis/scripts.js'
 import { startHoldExpiry } from './holdExpiry.js'
 import { startIngestWorker } from './ingest.js'
+import { startJournalWorker } from './journal.js'
+import { startInvoiceWorker } from './invoices.js'
+import { InvoiceService } from '../src/invoices/service.js'
+import { walletForInvoices } from '../src/invoices/wallet.js'
 import { startNotificationWorker } from './notifications.js'
+import { startRunExpiry } from './runExpiry.js'
+import { RunService } from '../src/runs/service.js'
 
 /**
  * `npm run worker`: the background work, runnable apart from the gateway for scale-out.
  * It sweeps expired holds, drains accepted usage events into ClickHouse (the ingest worker of
  * workers/ingest.ts) checking entitlement limits after each batch (limit.reached), and
- * delivers notifications to the projects' webhooks (workers/notifications.ts). It needs
+ * delivers notifications to the projects' webhooks (workers/notifications.ts), and drains the
+ * journal outbox (budget movements, …) into ClickHouse (workers/journal.ts). It needs
  * REDIS_URL and CLICKHOUSE_URL: the embedded Redis and chDB data directories belong to the
  * gateway's process (chDB allows one process per data directory).
  */
@@ -42,21 +49,30 @@ const budgets = new BudgetService(redis, systemClock, {
   onCrossed: (projectId, budgetKey, crossed) => notifications.limitCrossed({ projectId, budgetKey, crossed, at: systemClock() }),
 })
 const catalog = new CatalogService(redis, systemClock, budgets)
-const analytics = new AnalyticsService(store, systemClock, catalog)
+const analytics = new AnalyticsService(store, systemClock, catalog, budgets)
 const limits = new LimitChecker({ redis, analytics, queue: (event) => notifications.limitReached(event), clock: systemClock, logger })
 const ingestConnection = connectRedis(config.redisUrl, 'metering-ingest', { blocking: true })
 const ingest = startIngestWorker({
   connection: ingestConnection, sink: clickHouseEventSink(store), logger, concurrency: config.ingestConcurrency, lockMs: config.ingestLockMs,
   afterInsert: (rows) => limits.afterInsert(rows),
 })
+const journal = startJournalWorker({ redis, store, logger, intervalMs: config.journalIntervalMs || 1000 })
+// Ended billing cycles into invoices (src/invoices/README.md): safe beside the gateways' own.
+const invoiceWorker = startInvoiceWorker({
+  invoices: new InvoiceService(redis, systemClock, store, walletForInvoices(redis, systemClock)), clock: systemClock, logger, intervalMs: config.invoiceIntervalMs || 60_000,
+})
 const stopSweep = startHoldExpiry(redis, budgets, config.sweepIntervalMs || 5000, (err) => logger.error({ err }, 'hold expiry sweep failed'))
+const stopRunSweep = startRunExpiry(redis, new RunService(redis, systemClock, budgets), config.sweepIntervalMs || 5000, (err) => logger.error({ err }, 'run expiry sweep failed'))
 const webhooks = new WebhookService(redis, systemClock)
 const deliveryConnection = connectRedis(config.redisUrl, 'metering-notifications', { blocking: true })
 const delivery = startNotificationWorker({ connection: deliveryConnection, webhooks, clock: systemClock, logger, options: notificationOptions })
-logger.info({ clickhouse: store.kind, database: store.database, concurrency: config.ingestConcurrency }, 'metering worker running (hold expiry, ingest into ClickHouse, limit checks, webhook delivery)')
+logger.info({ clickhouse: store.kind, database: store.database, concurrency: config.ingestConcurrency }, 'metering worker running (hold expiry, ingest into ClickHouse, journal outbox into ClickHouse, limit checks, webhook delivery)')
 
 const stop = async () => {
   stopSweep()
+  stopRunSweep()
+  await journal.close()
+  await invoiceWorker.close()
   await ingest.close()
   await ingestConnection.quit()
   await store.close()

@@ -2,6 +2,7 @@ import { Kind, Type, type Static, type TSchema } from '@sinclair/typebox'
 import { upsertBudget } from '../http/routes/budgets/upsert.js'
 import { EpochMs, strictObject } from '../http/schemas.js'
 import { compile } from '../http/validation.js'
+import { CreditDocInput } from '../wallet/document.js'
 import {
   AggregationMethodSchema, BillingIntervalSchema, CollectionMethodSchema, CreditLinePolicySchema, CurrencySchema,
   DueBehaviourSchema, FeatureTypeSchema, GrantTypeSchema, OverageStrategySchema, PaymentProviderSchema, PlanTypeSchema,
@@ -205,6 +206,7 @@ export const ConfigDocumentSchema = strictObject({
   subscriptions: Type.Optional(Type.Array(SubscriptionInput, { maxItems: 10_000 })),
   grants: Type.Optional(Type.Array(GrantInput, { maxItems: 10_000 })),
   budgets: Type.Optional(Type.Array(BudgetInput, { maxItems: 1000, description: 'Budgets, as POST /v1/budgets/upsert takes them; applied after the catalog.' })),
+  credits: Type.Optional(Type.Array(CreditDocInput, { maxItems: 10_000, description: 'Wallet credits, each granted once by its id, after the catalog (src/wallet/README.md).' })),
 }, { description: 'A project\'s catalog as code. What the document names is created or updated; what it does not name stays as it is.' })
 
 export type ConfigDocument = Static<typeof ConfigDocumentSchema>

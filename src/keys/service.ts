@@ -7,7 +7,7 @@ import type { Principal } from '../http/route.js'
 import { REVOCATION_CHANNEL, apiKeyIdKey, apiKeyKey, projectKey } from './keys.js'
 
 /** Scopes a project key can hold; `*` holds them all. */
-export const SCOPES = ['analytics:read', 'budgets:read', 'budgets:write', 'catalog:read', 'catalog:write', 'keys:write', 'payments:read', 'payments:write', 'webhooks:write'] as const
+export const SCOPES = ['analytics:read', 'budgets:read', 'budgets:write', 'catalog:read', 'catalog:write', 'invoices:read', 'invoices:write', 'keys:write', 'payments:read', 'payments:write', 'runs:read', 'runs:write', 'wallet:read', 'wallet:write', 'webhooks:write'] as const
 const KEY_FORMAT = /^mk_[A-Za-z0-9_-]{43}$/
 /** How long a verified key is trusted without asking Redis again; revocations arrive sooner by pub/sub. */
 const CACHE_MS = 60_000

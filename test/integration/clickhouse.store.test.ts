@@ -68,12 +68,14 @@ describe.each(backends)('ClickHouse store: %s', (kind) => {
     )
     expect(tables.map((t) => t.name)).toEqual([
       'budget_journal',
+      'invoice_lines',
       'schema_migrations',
       'usage_daily',
       'usage_daily_mv',
       'usage_events',
       'usage_hourly',
       'usage_hourly_mv',
+      'wallet_journal',
     ])
     const [count] = await store.query<{ n: string }>('SELECT count() AS n FROM schema_migrations')
     expect(Number(count?.n)).toBe(migrations.length)

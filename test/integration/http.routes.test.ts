@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs'
 import net from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { routes } from '../../src/http/routes/index.js'
+import { invoiceIdOf } from '../../src/invoices/service.js'
 import { OPENAPI_PATH, renderOpenApi } from '../../scripts/openapi.js'
 import {
   COMMON_BUDGET, COMMON_GATEWAY, expectError, expectIssue, headerOf, rawRequest, runCommonRouteTests,
@@ -53,11 +54,45 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'webhooks.failures.list': () => ({ limit: 10 }),
   'paymentMethods.create': (ctx) => ({ paymentProvider: 'sandbox', customerId: ctx.customerId, successUrl: 'https://shop.example/ok', cancelUrl: 'https://shop.example/cancel' }),
   'paymentMethods.list': (ctx) => ({ customerId: ctx.customerId }),
+  'invoices.get': () => undefined,
+  'invoices.close': (ctx) => ({ customerId: ctx.customerId }),
+  'runs.start': (ctx) => ({ customerId: ctx.customerId, budgetAmountMinor: 100, idempotencyKey: 'common-run-2' }),
+  'runs.consume': () => ({ featureSlug: 'common-calls', idempotencyKey: 'common-consume' }),
+  'runs.end': () => ({ status: 'completed' }),
+  'runs.get': () => undefined,
+  'wallet.balance': () => undefined,
+  'wallet.credits.grant': (ctx) => ({ customerId: ctx.customerId, amount: '1', source: 'promo', idempotencyKey: 'common-grant' }),
+  'wallet.topUp': (ctx) => ({ customerId: ctx.customerId, amount: '1', idempotencyKey: 'common-top-up' }),
 }
 
 /** Path parameters each parameterized route accepts in the helper's context (by operationId). */
 const PATH_PARAMS: Record<string, (ctx: CommonContext) => Record<string, string>> = {
   'planVersions.get': (ctx) => ({ planVersionId: ctx.planVersionId }),
+  // The common subscription's first monthly cycle (from 2024-01-01), closed by SETUP below.
+  'invoices.get': (ctx) => ({ invoiceId: invoiceIdOf(ctx.projectId, ctx.customerId, 'common-sub', Date.UTC(2024, 0, 1)) }),
+  // run_1: the run RUN_SETUP starts, the first of the route's project.
+  'runs.consume': () => ({ runId: 'run_1' }),
+  'runs.end': () => ({ runId: 'run_1' }),
+  'runs.get': () => ({ runId: 'run_1' }),
+}
+
+/** Query parameters of GET routes that take a query (by operationId). */
+const QUERIES: Record<string, (ctx: CommonContext) => Record<string, string>> = {
+  'wallet.balance': (ctx) => ({ customerId: ctx.customerId }),
+}
+
+/** $10 in the common customer's wallet and a run of $5 (run_1) that lives an hour. */
+async function runSetup(ctx: CommonContext, gw: TestGateway): Promise<void> {
+  const topUp = await gw.post('/v1/wallet/top-up', { customerId: ctx.customerId, amount: '10', idempotencyKey: 'common-setup' }, ctx.apiKey)
+  expect(topUp.status, JSON.stringify(topUp.body)).toBe(200)
+  const run = await gw.post('/v1/runs/start', { customerId: ctx.customerId, budgetAmountMinor: 500, idempotencyKey: 'common-run', ttlMs: 3_600_000 }, ctx.apiKey)
+  expect([run.status, run.body.runId]).toEqual([200, 'run_1'])
+}
+
+/** What a route's valid request needs made first (by operationId). */
+const SETUP: Record<string, (ctx: CommonContext, gw: TestGateway) => Promise<void>> = {
+  'invoices.get': async (ctx, gw) => { await gw.services.invoices.closeDueCycles(ctx.projectId, gw.clock()) },
+  'runs.start': runSetup, 'runs.consume': runSetup, 'runs.end': runSetup, 'runs.get': runSetup,
 }
 
 describe('every route gets the common route tests', () => {
@@ -78,7 +113,7 @@ describe('every route gets the common route tests', () => {
       })
       continue
     }
-    runCommonRouteTests(() => gw, { method: route.method, path: route.path, access: route.access, validBody, pathParams: PATH_PARAMS[route.operationId] })
+    runCommonRouteTests(() => gw, { method: route.method, path: route.path, access: route.access, validBody, pathParams: PATH_PARAMS[route.operationId], query: QUERIES[route.operationId], setup: SETUP[route.operationId] })
   }
 })
 

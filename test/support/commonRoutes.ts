@@ -65,6 +65,10 @@ export interface CommonRoute {
   validBody?: unknown | ((ctx: CommonContext) => unknown)
   /** Values of the path's `:name` parameters that the route accepts (200) in the context. */
   pathParams?: (ctx: CommonContext) => Record<string, string>
+  /** Query parameters of the valid request (GET routes that take a query). */
+  query?: (ctx: CommonContext) => Record<string, string>
+  /** Makes what the valid request reads (e.g. an invoice), once the context exists. */
+  setup?: (ctx: CommonContext, gw: TestGateway) => Promise<void>
 }
 
 export interface AnyResponse {
@@ -239,7 +243,8 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
     /** The route's path, its parameters filled in. */
     const path = (): string => {
       const params = route.pathParams?.(ctx) ?? {}
-      return route.path.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(params[name] ?? `:${name}`))
+      const query = route.query ? `?${new URLSearchParams(route.query(ctx))}` : ''
+      return route.path.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(params[name] ?? `:${name}`)) + query
     }
     const call = (key: string | undefined, headers?: Record<string, string>, body: unknown = validBody()): Promise<AnyResponse> => {
       if (isPost) return gw.post(path(), body, key, headers)
@@ -293,6 +298,7 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
       const victim = await createKey(['budgets:read'])
       ctx.victimKeyId = victim.keyId
       ctx.victimApiKey = victim.apiKey
+      await route.setup?.(ctx, gw)
     })
 
     // ---- 401: who is calling cannot be established ----------------------------------------

@@ -27,10 +27,12 @@ export interface TestGatewayOptions extends Partial<Config> {
   clickhouse?: 'on' | 'off'
   /** Ingestion options (e.g. a queue of the test's own: other suites share the test Redis). */
   events?: Partial<EventOptions>
+  /** With `journalIntervalMs`: the outbox lists its journal worker drains (src/journal/keys.ts projectJournalPatterns). */
+  journalMatch?: string | string[]
 }
 
 export async function startTestGateway(options: TestGatewayOptions = {}, startMs = Date.UTC(2025, 0, 15, 12, 0, 0)): Promise<TestGateway> {
-  const { clickhouse = 'off', events, ...overrides } = options
+  const { clickhouse = 'off', events, journalMatch, ...overrides } = options
   const clock = manualClock(startMs)
   const config: Config = {
     ...loadConfig({}),
@@ -39,11 +41,16 @@ export async function startTestGateway(options: TestGatewayOptions = {}, startMs
     redisUrl: inject('redisUrl'),
     rootKey: ROOT_KEY,
     sweepIntervalMs: 0,
+    // Off unless a test asks: the test Redis is shared, and a gateway's journal worker would
+    // drain other suites' outbox lists into its own throwaway database.
+    journalIntervalMs: 0,
+    // Off too: an invoice worker would close other suites' cycles (every project of the shared Redis) at its own clock.
+    invoiceIntervalMs: 0,
     logLevel: 'silent',
     prettyLogs: false,
     ...overrides,
   }
-  const gateway = await startGateway(config, { clock, logger: pino({ level: 'silent' }), clickhouse, ...(events ? { events } : {}) })
+  const gateway = await startGateway(config, { clock, logger: pino({ level: 'silent' }), clickhouse, ...(events ? { events } : {}), ...(journalMatch ? { journalMatch } : {}) })
   const url = `http://127.0.0.1:${gateway.port}`
   const call = async (method: string, path: string, body: unknown, key?: string, headers: Record<string, string> = {}) => {
     const init: RequestInit = { method, headers: { ...headers } }

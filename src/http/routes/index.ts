@@ -13,6 +13,8 @@ import { upsertBudget } from './budgets/upsert.js'
 import { applyConfig } from './config/apply.js'
 import { getEntitlements } from './entitlements/get.js'
 import { listFeatures } from './features/list.js'
+import { closeInvoiceCycles } from './invoices/close.js'
+import { getInvoice } from './invoices/get.js'
 import { createKey } from './keys/create.js'
 import { revokeKey } from './keys/revoke.js'
 import { createPaymentMethod } from './paymentMethods/create.js'
@@ -22,6 +24,10 @@ import { getPlanVersion } from './planVersions/get.js'
 import { listPlanVersions } from './planVersions/list.js'
 import { listPlansVersions } from './plans/listVersions.js'
 import { createProject } from './projects/create.js'
+import { consumeRun } from './runs/consume.js'
+import { endRun } from './runs/end.js'
+import { getRun } from './runs/get.js'
+import { startRun } from './runs/start.js'
 import { getSubscription } from './subscriptions/get.js'
 import { recordEvent } from './usage/record.js'
 import { recordEventBatch } from './usage/recordBatch.js'
@@ -29,6 +35,9 @@ import { deleteWebhook } from './webhooks/delete.js'
 import { listWebhookFailures } from './webhooks/failures.js'
 import { listWebhooks } from './webhooks/list.js'
 import { upsertWebhook } from './webhooks/upsert.js'
+import { walletBalance } from './wallet/balance.js'
+import { grantCredit } from './wallet/grantCredit.js'
+import { topUpWallet } from './wallet/topUp.js'
 
 /** Every route of the API, in the order the OpenAPI document lists them. */
 export const routes = [
@@ -40,6 +49,9 @@ export const routes = [
   getUsage, forecastUsage,
   upsertWebhook, listWebhooks, deleteWebhook, listWebhookFailures,
   createPaymentMethod, listPaymentMethods,
+  startRun, consumeRun, endRun, getRun,
+  walletBalance, grantCredit, topUpWallet,
+  getInvoice, closeInvoiceCycles,
 ] as unknown as readonly AnyRoute[]
 
 /** Routes outside the JSON API (HTML pages and forms; not in the OpenAPI document). */

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { ConfigDocumentSchema, documentedOnly } from '../../../catalog/document.js'
 import { SUMMARY_KINDS } from '../../../catalog/types.js'
+import { applyConfigDocument } from '../../../wallet/config.js'
 import { defineRoute } from '../../route.js'
 
 const Names = Type.Array(Type.String())
@@ -21,10 +22,11 @@ export const applyConfig = defineRoute({
   response: Type.Object({
     dryRun: Type.Boolean(),
     catalogVersion: Type.Integer({ description: 'The catalog version after the apply; for a dry run or a document that changed nothing, the current one.' }),
-    summary: Type.Object(Object.fromEntries(SUMMARY_KINDS.map((kind) => [kind, Changes])), {
-      description: 'What was (or, in a dry run, would be) created, updated or left unchanged, by name: slugs, plan@version, ids, budget keys.',
+    summary: Type.Object(Object.fromEntries([...SUMMARY_KINDS.map((kind) => [kind, Changes] as const), ['credits', Type.Optional(Changes)] as const]), {
+      description: 'What was (or, in a dry run, would be) created, updated or left unchanged, by name: slugs, plan@version, ids, budget keys; credits (only when the document has credits) by their ids.',
     }),
   }),
+  // Wallet credits of the document (src/wallet/README.md) are checked before and granted after the catalog.
   handler: ({ body, projectId, principal, services }) =>
-    services.catalog.apply(projectId, body, principal.kind === 'project' ? principal.keyId : 'root'),
+    applyConfigDocument(services, projectId, body, principal.kind === 'project' ? principal.keyId : 'root'),
 })
