@@ -1,3 +1,4 @@
+import { usageKey } from '../entitlements/keys.js'
 import { toPair } from '../money/decimal.js'
 import { Script, type RedisClient } from '../redis/scripts.js'
 import { walletKeys } from '../wallet/keys.js'
@@ -7,7 +8,7 @@ import type { RunMeta, RunStatus } from './types.js'
 /** Storage adapter of runs: one script per function, each one round trip. */
 const scripts = {
   start: new Script('startRun-9'),
-  consume: new Script('consumeRun-11'),
+  consume: new Script('consumeRun-12'),
   end: new Script('endRun-7'),
   expire: new Script('expireRuns-7'),
   purge: new Script('purgeRuns-N'),
@@ -99,15 +100,17 @@ export interface ConsumeArgs {
   usageBefore: string
   usageAfter: string
   row: string
+  /** The entitlementUsage arguments (mode check) of the event's quantity, when the feature has an entitlement in effect. */
+  counting?: readonly string[]
 }
 
 /** `treeConsumed`: for an accepted consume in a tree leasing from a budget, what the tree consumed so far (minor units). */
 export async function consumeRun(
   redis: RedisClient, projectId: string, customerId: string, nowMs: number, runId: string, a: ConsumeArgs,
 ): Promise<{ reason: string; cost: number; usage?: string; run?: RunState; treeConsumed?: number }> {
-  const keys = [...keyList(projectId, customerId), ...consumeKeys(projectId, customerId), runDataKey(projectId, runId)]
+  const keys = [...keyList(projectId, customerId), ...consumeKeys(projectId, customerId), runDataKey(projectId, runId), usageKey(projectId, customerId)]
   const [hi, lo] = toPair(a.ledger)
-  const args = [projectId, customerId, nowMs, runId, a.idempotencyKey, a.featureSlug, a.entitled ? '1' : '0', a.mode, hi, lo, a.catalogVersion, a.subscriptionStatus, a.usageBefore, a.usageAfter, a.row]
+  const args = [projectId, customerId, nowMs, runId, a.idempotencyKey, a.featureSlug, a.entitled ? '1' : '0', a.mode, hi, lo, a.catalogVersion, a.subscriptionStatus, a.usageBefore, a.usageAfter, a.row, ...(a.counting ?? [])]
   const reply = await scripts.consume.run(redis, keys, args)
   const reason = String(reply[0])
   if (reason === 'stale_usage') return { reason, cost: 0, usage: String(reply[2]) }

@@ -6,6 +6,7 @@ import { entitlementsAt } from '../catalog/views.js'
 import type { Clock } from '../clock.js'
 import type { UsageEventRow } from '../events/types.js'
 import { failure, invalid, success, type Failure, type Result } from '../errors.js'
+import { prepareEntitlementUsage } from '../entitlements/usage.js'
 import { formatUnits } from '../money/decimal.js'
 import type { RedisClient } from '../redis/scripts.js'
 import { CURRENCIES, DEFAULT_CURRENCY, type WalletCurrency } from '../wallet/types.js'
@@ -191,15 +192,19 @@ export class RunService {
         customer_id: customerId,
         event_slug: input.eventSlug ?? pricing?.meter.eventSlug ?? input.featureSlug,
         feature_slug: input.featureSlug,
-        value: Number(formatUnits(quantity)),
+        value: formatUnits(quantity),
         properties: JSON.stringify(input.properties ?? {}),
         ts_ms: input.timestamp ?? now,
       }
       const row = JSON.stringify(usageRow)
+      // The quantity against the customer's grants (src/entitlements): checked, and counted when accepted, in the same script.
+      const counting = entitlement && state.view
+        ? prepareEntitlementUsage(projectId, { view: state.view, flags: state.flags }, input.featureSlug, quantity, now, 'check', usageRow.ts_ms)?.args
+        : undefined
       const applied = await store.consumeRun(this.redis, projectId, customerId, now, runId, {
         idempotencyKey: input.idempotencyKey, featureSlug: input.featureSlug, entitled: pricing !== undefined,
         mode: pricing && !pricing.linear ? 'set' : 'add', ledger, catalogVersion: state.catalogVersion, subscriptionStatus: state.subscriptionStatus,
-        usageBefore, usageAfter, row,
+        usageBefore, usageAfter, row, ...(counting ? { counting } : {}),
       })
       if (applied.reason === 'run_not_found') return runNotFound(runId)
       if (applied.reason === 'stale' && attempt < 3) {

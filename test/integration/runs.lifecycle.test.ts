@@ -107,7 +107,7 @@ describe('run lifecycle', () => {
     const events = rows.filter(([t]) => t === 'usage_events').map(([, j]) => JSON.parse(j!))
     expect(events).toHaveLength(11)
     expect(events[6]).toEqual({
-      event_id: `${run.runId}:t1`, project_id: s.projectId, customer_id: 'acme', event_slug: 'llm.tokens', feature_slug: 'tokens', value: 900,
+      event_id: `${run.runId}:t1`, project_id: s.projectId, customer_id: 'acme', event_slug: 'llm.tokens', feature_slug: 'tokens', value: '900',
       properties: '{"tokens":900}', ts_ms: T,
     })
   })
@@ -127,9 +127,6 @@ describe('run lifecycle', () => {
     // entitlement_denied: a feature not in the plan, a denied feature, a disabled customer
     consumed(await s.consume(run.runId, { featureSlug: 'other', idempotencyKey: 'o' }), 'entitlement_denied', 0)
     consumed(await s.consume(run.runId, { featureSlug: 'nope', idempotencyKey: 'n' }), 'entitlement_denied', 0)
-    await gw.redis.hset(entitlementStateKey(s.projectId, 'acme'), 'calls', String(T + 1000))
-    consumed(await s.consume(run.runId, { featureSlug: 'calls', idempotencyKey: 'd' }), 'entitlement_denied', 0)
-    gw.clock.advance(1000)
     consumed(await s.consume(run.runId, { featureSlug: 'calls', idempotencyKey: 'd' }), 'insufficient_budget', 1)
     expect((await gw.post('/v1/access/update', { customerId: 'acme', updates: { customerDisabled: true } }, s.apiKey)).status).toBe(200)
     consumed(await s.consume(run.runId, { featureSlug: 'calls', idempotencyKey: 'x' }), 'entitlement_denied', 0)
@@ -146,6 +143,27 @@ describe('run lifecycle', () => {
     consumed(await s.consume(run.runId, { featureSlug: 'tokens', idempotencyKey: 'k', properties: { tokens: 5 } }), 'duplicate', 5)
     const w = await s.wallet()
     expect([w.available.amount, w.held.amount]).toEqual(['9', '0'])
+  })
+
+  it('consumes count against the customer\'s grants, once each: past the limit of an overage-none feature the answer is entitlement_denied until the period resets', async () => {
+    const s = await setup('10')
+    const run = await started(await s.start({ budgetAmountMinor: 500, idempotencyKey: 'capped' }))
+    consumed(await s.consume(run.runId, { featureSlug: 'capped', idempotencyKey: 'c1' }), 'accepted', 1)
+    consumed(await s.consume(run.runId, { featureSlug: 'capped', idempotencyKey: 'c1' }), 'duplicate', 1)
+    consumed(await s.consume(run.runId, { featureSlug: 'capped', idempotencyKey: 'c2' }), 'accepted', 1)
+    const third = consumed(await s.consume(run.runId, { featureSlug: 'capped', idempotencyKey: 'c3' }), 'entitlement_denied', 0)
+    expect(third.run.consumedAmountMinor).toBe(2)
+    // Counted once per accepted consume (the duplicate and the denied one count nothing), as the entitlement read shows.
+    const list = await gw.post('/v1/access/entitlements/list', { customerId: 'acme' }, s.apiKey)
+    const capped = list.body.find((e: any) => e.featurePlanVersion.feature.slug === 'capped')
+    expect(capped.metadata.usage).toMatchObject({ usage: '2', limit: '2', remaining: '0', denied: true })
+    expect(await gw.redis.hget(entitlementStateKey(s.projectId, 'acme'), 'capped')).toBe(String(Date.UTC(2025, 3, 1)))
+    // The monthly period resets on April 1st: the feature may be used again (by a new run: this one expired).
+    const before = gw.clock()
+    gw.clock.set(Date.UTC(2025, 3, 1))
+    const april = await started(await s.start({ budgetAmountMinor: 100, idempotencyKey: 'april' }))
+    consumed(await s.consume(april.runId, { featureSlug: 'capped', idempotencyKey: 'c4' }), 'accepted', 1)
+    gw.clock.set(before)
   })
 
   it('start: idempotent, 402 without funds, 409 on a reused key, 404 for a budgetKey that names no budget, 400 on bad input', async () => {

@@ -4,13 +4,17 @@
 --       (version), 10 the customer's entitlement state hash (featureSlug -> deniedUntilMs),
 --       11 the run's data hash: l:<feature> its cost of the feature so far at ledger scale 8
 --       ("hi|lo"), u:<feature> its quantity so far (tiered and package prices), i:<key> the cost
---       of an accepted consume
+--       of an accepted consume, 12 the customer's entitlement usage hash (src/entitlements)
 -- ARGV: 1 projectId, 2 customerId, 3 nowMs, 4 runId, 5 idempotencyKey, 6 featureSlug,
 --       7 '1' when the gateway found an entitlement in effect, 8 mode: 'add' (ARGV 9/10 are the
 --       event's cost at ledger scale 8) or 'set' (ARGV 9/10 are the feature's new cost total),
 --       9 hi, 10 lo, 11 the catalog version the gateway priced with, 12 the subscriptionStatus
 --       flag it saw, 13 the quantity so far it priced from ('set'), 14 the new quantity ('set'),
---       15 the usage_events row (JSON) to journal when accepted
+--       15 the usage_events row (JSON) to journal when accepted,
+--       16..26 (when the feature has an entitlement in effect) the 11 arguments of
+--       entitlementUsage, mode 'check': the event's quantity checked against the customer's grants
+--       by the overage strategy, and counted (mode 'count') when the consume is accepted, so run
+--       usage counts against grants like recorded usage, exactly once (the consume's record)
 -- Returns { reason, cost (minor units), run... } with reason, in order of precedence (accepted, for a
 -- run of a tree leasing from a budget, then adds what the tree consumed so far, its root's tc):
 -- 'run_not_found' (alone) | 'duplicate' | 'expired' | 'not_running' | 'stale' (the catalog
@@ -19,6 +23,7 @@
 --@include money
 --@include wallet
 --@include runs
+--@include entitlementUsage
 local ctx = runContext(KEYS, ARGV[1], ARGV[2], tonumber(ARGV[3]))
 local id, slug = ARGV[4], ARGV[6]
 local r = runLoad(ctx, id)
@@ -36,8 +41,15 @@ if r.st ~= 'running' then return runReply(r, { 'not_running', 0 }) end
 local flags = redis.call('HMGET', KEYS[8], 'customerDisabled', 'subscriptionStatus')
 local version = redis.call('HGET', KEYS[9], 'version') or ''
 if version ~= ARGV[11] or (flags[2] or '') ~= ARGV[12] then return runReply(r, { 'stale', 0 }) end
-local deniedUntil = tonumber(redis.call('HGET', KEYS[10], slug) or '')
-if flags[1] == '1' or ARGV[7] ~= '1' or (deniedUntil and deniedUntil > ctx.now) then
+local counting = ARGV[16] ~= nil
+local denied
+if counting then
+  denied = entitlementUsage(KEYS[12], KEYS[10], ARGV, 16)[1] == 0
+else
+  local deniedUntil = tonumber(redis.call('HGET', KEYS[10], slug) or '')
+  denied = deniedUntil ~= nil and deniedUntil > ctx.now
+end
+if flags[1] == '1' or ARGV[7] ~= '1' or denied then
   return runReply(r, { 'entitlement_denied', 0 })
 end
 
@@ -68,6 +80,10 @@ if ARGV[8] == 'set' then
 end
 redis.call('HSET', KEYS[11], unpack(fields))
 redis.call('RPUSH', KEYS[4], 'usage_events\t' .. ARGV[15])
+if counting then
+  ARGV[26] = 'count'
+  entitlementUsage(KEYS[12], KEYS[10], ARGV, 16)
+end
 runSave(ctx)
 local reply = runReply(r, { 'accepted', cost })
 if r.ls ~= '' then
