@@ -338,7 +338,7 @@ export function toRun(r: store.RunState): Run {
     budgetAmountMinor: r.budget,
     consumedAmountMinor: r.consumed,
     remainingAmountMinor: r.budget - r.consumed - r.childHeld,
-    endedAt: r.status === 'running' ? null : r.endedAt,
+    endedAt: r.status === 'running' ? 0 : r.endedAt,
     startedAt: r.meta.startedAt,
     expiresAt: r.deadline,
     ...(r.lease ? { budgetKey: r.lease.budgetKey, leaseId: `l_${r.lease.number}` } : {}),

@@ -32,7 +32,7 @@ export const RunSchema = Type.Object({
   budgetAmountMinor: Type.Integer({ description: 'Reserved, in minor currency units (cents for USD).' }),
   consumedAmountMinor: Type.Integer({ description: 'Consumed by the run and by its ended children.' }),
   remainingAmountMinor: Type.Integer({ description: 'budget − consumed − what running children hold.' }),
-  endedAt: Type.Union([Type.Integer(), Type.Null()], { description: 'Epoch ms when the run ended; null while it runs.' }),
+  endedAt: Type.Integer({ description: 'Epoch ms when the run ended; 0 while it runs (the spec types it as an integer, never null).' }),
   startedAt: Type.Integer({ description: 'Epoch ms (our addition).' }),
   expiresAt: Type.Integer({ description: 'The deadline, epoch ms: a run still running then is expired (our addition).' }),
   budgetKey: Type.Optional(Type.String({ description: 'The budget the run tree leases from (a root started with budgetKey, and its descendants); absent for a run on the wallet (our addition).' })),

@@ -67,7 +67,7 @@ describe('run lifecycle', () => {
     const run = await started(await s.start({ budgetAmountMinor: 5000, idempotencyKey: 'r1', workloadId: 'wl-1', traceId: 'tr-1' }))
     expect(run).toEqual({
       runId: run.runId, status: 'running', customerId: 'acme', currency: 'USD', workloadId: 'wl-1', traceId: 'tr-1', parentRunId: '', workloadType: 'agent',
-      budgetAmountMinor: 5000, consumedAmountMinor: 0, remainingAmountMinor: 5000, endedAt: null, startedAt: T, expiresAt: T + 15 * 60_000,
+      budgetAmountMinor: 5000, consumedAmountMinor: 0, remainingAmountMinor: 5000, endedAt: 0, startedAt: T, expiresAt: T + 15 * 60_000,
     })
     let w = await s.wallet()
     expect([w.available.amount, w.held.amount, w.held.display_amount]).toEqual(['50', '50', '$50.00'])

@@ -24,7 +24,7 @@ const CENT = 1_000_000n // ledger units per cent
 
 interface MCredit { id: string; priority: number; seq: number; avail: bigint; held: bigint }
 interface MRun {
-  id: string; parent: string | null; budget: number; consumed: number; childHeld: number; deadline: number; status: string; endedAt: number | null
+  id: string; parent: string | null; budget: number; consumed: number; childHeld: number; deadline: number; status: string; endedAt: number
   kids: string[]; tokens: number; records: Map<string, number>; alloc: { credit: MCredit | null; amount: bigint }[]
 }
 
@@ -129,7 +129,7 @@ describe('runs against a reference model', () => {
           continue
         }
         if (!res.ok) throw new Error(`${ctx}: ${res.message}`)
-        const r: MRun = { id: res.value.runId, parent: null, budget, consumed: 0, childHeld: 0, deadline: now + ttlMs, status: 'running', endedAt: null, kids: [], tokens: 0, records: new Map(), alloc: [] }
+        const r: MRun = { id: res.value.runId, parent: null, budget, consumed: 0, childHeld: 0, deadline: now + ttlMs, status: 'running', endedAt: 0, kids: [], tokens: 0, records: new Map(), alloc: [] }
         let rest = need
         for (const c of m.order()) {
           if (rest === 0n) break
@@ -152,7 +152,7 @@ describe('runs against a reference model', () => {
         if (parent.budget - parent.consumed - parent.childHeld < budget) { expect(!res.ok && res.reason, ctx).toBe('insufficient_budget'); covered.add('child_insufficient_budget'); continue }
         if (!res.ok) throw new Error(`${ctx}: ${res.message}`)
         const r: MRun = {
-          id: res.value.runId, parent: parent.id, budget, consumed: 0, childHeld: 0, deadline: Math.min(now + ttlMs, parent.deadline), status: 'running', endedAt: null,
+          id: res.value.runId, parent: parent.id, budget, consumed: 0, childHeld: 0, deadline: Math.min(now + ttlMs, parent.deadline), status: 'running', endedAt: 0,
           kids: [], tokens: 0, records: new Map(), alloc: [],
         }
         parent.childHeld += budget
