@@ -7,6 +7,7 @@ import type { PhaseView, StoredCatalog, StoredPlanFeature, SubscriptionView } fr
 import type { ClickHouseStore } from '../clickhouse/store.js'
 import type { Clock } from '../clock.js'
 import { failure, success, type Result } from '../errors.js'
+import { ledgerJson } from '../money/decimal.js'
 import { scanMasters } from '../redis/scan.js'
 import type { RedisClient } from '../redis/scripts.js'
 import { cycleUsage, type MeteredFeature } from './clickhouse.js'
@@ -46,19 +47,19 @@ export function invoiceIdOf(projectId: string, customerId: string, subscriptionI
 
 /** The Invoice of spec 2.5: ledger amounts as integers. */
 export interface Invoice extends Omit<StoredInvoice, 'gross_amount' | 'amount_due' | 'amount_paid' | 'amount_included'> {
-  gross_amount: number
-  amount_due: number
-  amount_paid: number
-  amount_included: number
+  gross_amount: number | string
+  amount_due: number | string
+  amount_paid: number | string
+  amount_included: number | string
 }
 
 /** The Line of spec 2.5. */
 export interface Line extends Omit<StoredLine, 'quantity' | 'amount' | 'amount_due' | 'amount_paid' | 'amount_included' | 'feature_slug' | 'cycle_start_at'> {
   quantity: number
-  amount: number
-  amount_due: number
-  amount_paid: number
-  amount_included: number
+  amount: number | string
+  amount_due: number | string
+  amount_paid: number | string
+  amount_included: number | string
 }
 
 /** Minor-unit exponents of the currencies the catalog takes (ISO 4217). */
@@ -501,9 +502,9 @@ function totals(lines: StoredLine[]): Pick<StoredInvoice, 'gross_amount' | 'amou
   return { gross_amount: sum('amount'), amount_due: sum('amount_due'), amount_paid: sum('amount_paid'), amount_included: sum('amount_included') }
 }
 
-/** A ledger amount (decimal integer text) as the spec's integer. Exact below 2^53 (≈ 90 million currency units). */
-function ledgerNumber(text: string): number {
-  return Number(BigInt(text))
+/** A ledger amount (decimal integer text) as the spec's integer: a number while exact, else a string of digits (ledgerJson). */
+function ledgerNumber(text: string): number | string {
+  return ledgerJson(BigInt(text))
 }
 
 function toInvoice(i: StoredInvoice): Invoice {

@@ -39,6 +39,18 @@ export function formatUnits(units: bigint): string {
   return negative ? '-' + text : text
 }
 
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER)
+
+/**
+ * A ledger integer (scale 8) as the spec's JSON integer: a number while it is exact as one
+ * (|x| ≤ 2^53 − 1, about 90 million currency units), past that the same integer as a string of
+ * digits, so an amount is never rounded on its way out. Wallet and invoice amounts both use it.
+ */
+export function ledgerJson(units: bigint): number | string {
+  const abs = units < 0n ? -units : units
+  return abs <= MAX_SAFE ? Number(units) : units.toString()
+}
+
 /** The two halves Lua works with. Both are exact doubles for any non-negative units below 2^53·10^14. */
 export function toPair(units: bigint): [hi: number, lo: number] {
   if (units < 0n) throw new RangeError('money pairs are non-negative')

@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js'
 import { failure, success, type Failure, type Result } from '../errors.js'
-import { formatUnits, UNITS_PER_ONE } from '../money/decimal.js'
+import { formatUnits, UNITS_PER_ONE, ledgerJson } from '../money/decimal.js'
 import type { RedisClient } from '../redis/scripts.js'
 import { configFailure } from '../catalog/issues.js'
 import { checkDocumentCredits, documentCreditKey, type CreditDoc } from './document.js'
@@ -129,13 +129,10 @@ function refusal(snapshot: store.WalletSnapshot, currency: string): Failure | un
   return undefined
 }
 
-const SAFE = BigInt(Number.MAX_SAFE_INTEGER)
-
 /** Spec 2.6 Amount of a ledger integer (scale 8). */
 export function toAmount(ledger: bigint, currency: string): Amount {
-  const abs = ledger < 0n ? -ledger : ledger
   return {
-    ledger_amount: abs <= SAFE ? Number(ledger) : ledger.toString(),
+    ledger_amount: ledgerJson(ledger),
     amount: formatUnits(ledger),
     currency,
     display_amount: displayAmount(ledger, currency),

@@ -2,7 +2,7 @@
 // strings of up to 19 integer and 8 fractional digits ↔ BigInt units of 10^-8 ↔ the (hi, lo)
 // pair of exact doubles that Lua adds and compares.
 import { describe, expect, test } from 'vitest'
-import { AMOUNT_PATTERN, LO_BASE, UNITS_PER_ONE, formatUnits, fromPair, parseAmount, toPair } from '../../src/money/decimal.js'
+import { AMOUNT_PATTERN, LO_BASE, UNITS_PER_ONE, formatUnits, fromPair, ledgerJson, parseAmount, toPair } from '../../src/money/decimal.js'
 
 const NINES_19 = '9'.repeat(19)
 /** The largest amount of the grammar, in units: 10^27 − 1. */
@@ -137,5 +137,21 @@ describe('toPair / fromPair', () => {
   test('fromPair reads integer strings exactly, beyond what a double could hold as one number', () => {
     expect(fromPair('9999999999999', '99999999999999')).toBe(MAX_UNITS)
     expect(fromPair('0', '0')).toBe(0n)
+  })
+})
+
+describe('ledgerJson: the spec\'s integer, never rounded', () => {
+  test.each([
+    [0n, 0],
+    [250_000_000n, 250_000_000],
+    [-250_000_000n, -250_000_000],
+    [2n ** 53n - 1n, Number.MAX_SAFE_INTEGER],
+    [-(2n ** 53n - 1n), -Number.MAX_SAFE_INTEGER],
+    [2n ** 53n, '9007199254740992'],
+    [-(2n ** 53n) - 1n, '-9007199254740993'],
+    [10n ** 27n - 1n, '999999999999999999999999999'],
+  ])('%s → %j', (units, json) => {
+    expect(ledgerJson(units)).toBe(json)
+    expect(BigInt(ledgerJson(units))).toBe(units)
   })
 })

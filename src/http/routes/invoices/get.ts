@@ -1,7 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
 
-const Ledger = (description: string) => Type.Integer({ description: `${description} Integer at ledger scale 8 (one currency unit = 100000000).` })
+const Ledger = (description: string) => Type.Union([Type.Integer(), Type.String({ pattern: '^-?[0-9]+$' })], {
+  description: `${description} Integer at ledger scale 8 (one currency unit = 100000000); a string of digits past 2^53 − 1, so it is never rounded.`,
+})
 const Ms = (description: string) => Type.Integer({ minimum: 0, description: `${description} Epoch ms.` })
 
 export const InvoiceStatusSchema = Type.Union(
