@@ -569,7 +569,7 @@ async function loadLeg(ctx: GwContext, mode: 'single' | 'batch'): Promise<Ingest
     cpuPct: { ...cpu.pct, bench: cpu.clientPct },
     otherCpuPct: cpu.otherPct,
     ingestJobs: jobs,
-    note: `${int(jobs)} ingest jobs (group commits): ${f(acceptedTotal / Math.max(1, jobs), 0)} events per job, ${int(jobs / r.wallS)} jobs/s, each one insert into ClickHouse`,
+    note: `${int(jobs)} ingest jobs (group commits): ${f(acceptedTotal / Math.max(1, jobs), 0)} events per job, ${int(jobs / r.wallS)} jobs/s; the worker merges jobs into shared ClickHouse inserts (workers/ingest.ts)`,
     series: thin(series),
   };
 }

@@ -1,4 +1,6 @@
+import { hash } from 'node:crypto'
 import { Queue, Worker, type Job } from 'bullmq'
+import { Batcher } from '../src/events/batcher.js'
 import type { Logger } from 'pino'
 import type { DeadLetterData } from '../src/events/deadLetters.js'
 import { BATCH_JOB, DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX } from '../src/events/queue.js'
@@ -14,8 +16,17 @@ export interface IngestWorkerOptions {
   connection: RedisClient
   sink: EventSink
   logger: Logger
-  /** Jobs processed at the same time. */
+  /**
+   * ClickHouse inserts running at the same time; each carries the rows of one or more jobs,
+   * and the worker holds `16 × concurrency` jobs at once (BullMQ concurrency).
+   */
   concurrency: number
+  /**
+   * How jobs share an insert (MergeOptions). Each ClickHouse insert makes parts in usage_events
+   * and both aggregates, which merges then rewrite, so one insert per small job costs ClickHouse
+   * far more CPU than its rows do (bench/README.md).
+   */
+  merge?: Partial<MergeOptions>
   /** BullMQ lockDuration and stalledInterval (default 30 s): how soon a crashed worker's jobs are taken over. */
   lockMs?: number
   /** Queue names; tests use their own. */
@@ -28,9 +39,40 @@ export interface IngestWorkerOptions {
   afterInsert?: (rows: UsageEventRow[]) => Promise<unknown>
 }
 
+export interface MergeOptions {
+  /** A job's rows wait this long for other jobs' rows. */
+  maxWaitMs: number
+  /** Jobs per insert, at most. */
+  maxJobs: number
+  /** Rows per insert, at most (a job's rows are never split; a larger job goes alone). */
+  maxRows: number
+}
+
+export const DEFAULT_MERGE: MergeOptions = { maxWaitMs: 50, maxJobs: 16, maxRows: 40_000 }
+
+/** Jobs held at once per insert in flight (BullMQ concurrency = this × concurrency). */
+const JOBS_PER_INSERT_SLOT = 16
+
 export interface IngestWorker {
   worker: Worker<IngestJobData>
   close(): Promise<void>
+}
+
+/** A job's rows on their way to a (possibly shared) insert. */
+interface InsertPart {
+  batchId: string
+  rows: UsageEventRow[]
+  /** The job's first start and no replay: nothing of it can be stored yet. */
+  firstAttempt: boolean
+}
+
+/**
+ * The insert's dedup token: a lone job's batchId (kept on its retries and replays); for jobs
+ * merged into one insert, a digest of their batchIds (the same if the same jobs merge again).
+ */
+function dedupTokenOf(parts: readonly InsertPart[]): string {
+  if (parts.length === 1) return parts[0]!.batchId
+  return 'm_' + hash('sha256', parts.map((p) => p.batchId).sort().join('\n'), 'base64url')
 }
 
 /**
@@ -60,8 +102,11 @@ async function ownedEvents(connection: RedisClient, batchId: string, events: Usa
 }
 
 /**
- * The processor of the ingest queue: writes each batch job's events to the sink in one insert,
- * with the job's batchId as the insert's dedup token. Exactly once: the gateway may put an
+ * The processor of the ingest queue: writes each batch job's events to the sink, in one insert
+ * shared with the other jobs that arrive within `merge.maxWaitMs` (up to `merge.maxJobs` jobs
+ * and `merge.maxRows` rows; a
+ * lone job's batchId is the insert's dedup token). A job completes only once the insert that
+ * carries its rows returned; a retried or replayed job inserts alone. Exactly once: the gateway may put an
  * event into two jobs (a retry racing its first send), and two workers may run both at once;
  * each event is first claimed in Redis for one batch (lua/claimEvents-N.lua), and a batch
  * inserts only the events it owns; the sink skips those an earlier attempt of the same batch
@@ -73,20 +118,31 @@ async function ownedEvents(connection: RedisClient, batchId: string, events: Usa
  */
 export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
   const { connection, sink, logger } = options
+  const merge: MergeOptions = { ...DEFAULT_MERGE, ...options.merge }
   const deadLetters = new Queue<DeadLetterData>(options.deadLetterQueue ?? DEAD_LETTER_QUEUE, { connection, prefix: QUEUE_PREFIX })
   const deadLetter = (job: Job<IngestJobData>, failedReason: string, attempts: number) =>
     deadLetters.add(BATCH_JOB, { ...job.data, deadLetter: { jobId: job.id!, failedReason, attempts, atMs: Date.now() } }, { jobId: `dead-${job.id}` })
+  const insert = async (parts: InsertPart[]): Promise<void> => {
+    const rows = parts.length === 1 ? parts[0]!.rows : parts.flatMap((p) => p.rows)
+    // The first start of a batch that is no replay cannot find any of its owned events stored
+    // (no other batch inserts them), so the sink may skip looking: half the insert's cost.
+    await sink.insertEvents(rows, dedupTokenOf(parts), { firstAttempt: parts.every((p) => p.firstAttempt) })
+    if (options.afterInsert) {
+      await options.afterInsert(rows).catch((err: unknown) => logger.error({ err, batchIds: parts.map((p) => p.batchId) }, 'the check after an inserted batch failed'))
+    }
+  }
+  // First attempts share inserts; a failed insert fails every job in it, and each retries alone
+  // (below), so a job the sink keeps refusing cannot drag other jobs to the dead-letter queue.
+  const merged = new Batcher<InsertPart, void>(async (parts) => {
+    await insert(parts)
+    return parts.map(() => undefined)
+  }, { maxWaitMs: merge.maxWaitMs, maxItems: merge.maxJobs, maxWeight: merge.maxRows, maxInFlight: options.concurrency }, (part) => part.rows.length)
   const processJob = async (job: Job<IngestJobData>): Promise<{ rows: number; deadLettered?: true }> => {
     const { batchId, events } = job.data
     try {
       const rows = (await ownedEvents(connection, batchId, events)).map(({ event, featureSlug, value }) => toRow(event, featureSlug, value))
-      // The first start of a batch that is no replay cannot find any of its owned events stored
-      // (no other batch inserts them), so the sink may skip looking: half the insert's cost.
-      const firstAttempt = job.attemptsStarted === 1 && job.data.replay !== true
-      if (rows.length > 0) await sink.insertEvents(rows, batchId, { firstAttempt })
-      if (options.afterInsert) {
-        await options.afterInsert(rows).catch((err: unknown) => logger.error({ err, jobId: job.id, batchId }, 'the check after an inserted batch failed'))
-      }
+      const part: InsertPart = { batchId, rows, firstAttempt: job.attemptsStarted === 1 && job.data.replay !== true }
+      if (rows.length > 0) await (part.firstAttempt ? merged.submit(part) : insert([part]))
       return { rows: events.length }
     } catch (error) {
       const attempts = job.opts.attempts ?? 1
@@ -97,7 +153,7 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
     }
   }
   const worker = new Worker<IngestJobData>(options.ingestQueue ?? INGEST_QUEUE, processJob, {
-    connection, prefix: QUEUE_PREFIX, concurrency: options.concurrency, maxStalledCount: MAX_STALLS,
+    connection, prefix: QUEUE_PREFIX, concurrency: Math.max(options.concurrency * JOBS_PER_INSERT_SLOT, merge.maxJobs), maxStalledCount: MAX_STALLS,
     lockDuration: options.lockMs ?? 30_000, stalledInterval: options.lockMs ?? 30_000,
   })
   worker.on('failed', (job, err) => {
@@ -113,6 +169,7 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
     worker,
     async close() {
       await worker.close()
+      await merged.drain()
       await deadLetters.close()
     },
   }

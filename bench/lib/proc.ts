@@ -34,7 +34,11 @@ const live = new Set<Child>();
  * wrapper process, and we want the pid we measure to be the server itself).
  */
 export function spawnTs(name: string, file: string, env: Record<string, string>): Child {
-  const proc = spawn(process.execPath, ['--import', 'tsx', file], {
+  // PROFILE=gateway,worker: those children write V8 CPU profiles (node --cpu-prof) to
+  // PROFILE_DIR (default bench/results/profiles) when they exit.
+  const profiled = (process.env.PROFILE ?? '').split(',').map((s) => s.trim()).includes(name);
+  const prof = profiled ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PROFILE_DIR ?? 'bench/results/profiles'}/${name}`] : [];
+  const proc = spawn(process.execPath, [...prof, '--import', 'tsx', file], {
     cwd: process.cwd(),
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

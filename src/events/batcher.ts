@@ -12,6 +12,11 @@ export interface BatcherOptions {
   maxItems: number
   /** Commits running at the same time. */
   maxInFlight: number
+  /**
+   * With a `weigh` function: a batch whose items weigh this much together is committed at once
+   * (and no batch weighs more, unless its first item alone does). Default: no limit.
+   */
+  maxWeight?: number
 }
 
 /** Commits a batch: one outcome per item, in order; a throw fails every item of the batch. */
@@ -25,6 +30,8 @@ interface Waiting<T, R> {
 
 export class Batcher<T, R> {
   private pending: Waiting<T, R>[] = []
+  /** The weight of `pending`. */
+  private pendingWeight = 0
   private timer: NodeJS.Timeout | undefined
   private inFlight = 0
   private idle: (() => void)[] = []
@@ -32,19 +39,30 @@ export class Batcher<T, R> {
   batches = 0
   items = 0
 
-  constructor(private readonly commit: Commit<T, R>, private readonly options: BatcherOptions) {}
+  /** `weigh`: an item's weight against `maxWeight` (e.g. the rows of a job); default 0. */
+  constructor(private readonly commit: Commit<T, R>, private readonly options: BatcherOptions, private readonly weigh?: (item: T) => number) {}
 
   submit(item: T): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      this.pending.push({ item, resolve, reject })
+      this.add({ item, resolve, reject })
       this.schedule()
     })
   }
 
   submitMany(items: readonly T[]): Promise<R[]> {
-    const all = items.map((item) => new Promise<R>((resolve, reject) => { this.pending.push({ item, resolve, reject }) }))
+    const all = items.map((item) => new Promise<R>((resolve, reject) => { this.add({ item, resolve, reject }) }))
     this.schedule()
     return Promise.all(all)
+  }
+
+  private add(waiting: Waiting<T, R>): void {
+    this.pending.push(waiting)
+    if (this.weigh) this.pendingWeight += this.weigh(waiting.item)
+  }
+
+  /** A batch's worth is waiting: by count, or by weight. */
+  private full(): boolean {
+    return this.pending.length >= this.options.maxItems || (this.options.maxWeight !== undefined && this.pending.length > 0 && this.pendingWeight >= this.options.maxWeight)
   }
 
   /** Commits what is waiting now and resolves once no commit is running. */
@@ -56,8 +74,8 @@ export class Batcher<T, R> {
   }
 
   private schedule(): void {
-    if (this.pending.length >= this.options.maxItems && this.inFlight < this.options.maxInFlight) {
-      while (this.pending.length >= this.options.maxItems && this.inFlight < this.options.maxInFlight) this.flush()
+    if (this.full() && this.inFlight < this.options.maxInFlight) {
+      while (this.full() && this.inFlight < this.options.maxInFlight) this.flush()
       if (this.pending.length === 0) return
     }
     if (this.timer === undefined) this.timer = setTimeout(this.onTimer, this.options.maxWaitMs)
@@ -70,12 +88,12 @@ export class Batcher<T, R> {
   }
 
   private flush(): void {
-    if (this.timer !== undefined && this.pending.length <= this.options.maxItems) {
+    const batch = this.pending.splice(0, this.take())
+    if (batch.length === 0) return
+    if (this.timer !== undefined && this.pending.length === 0) {
       clearTimeout(this.timer)
       this.timer = undefined
     }
-    const batch = this.pending.splice(0, this.options.maxItems)
-    if (batch.length === 0) return
     this.inFlight++
     this.batches++
     this.items += batch.length
@@ -89,6 +107,23 @@ export class Batcher<T, R> {
       (outcomes) => batch.forEach((w, i) => w.resolve(outcomes[i]!)),
       (error: unknown) => batch.forEach((w) => w.reject(error)),
     ).finally(() => this.settle())
+  }
+
+  /** How many waiting items the next batch takes (and takes their weight off the pending). */
+  private take(): number {
+    const most = Math.min(this.pending.length, this.options.maxItems)
+    if (!this.weigh) return most
+    const max = this.options.maxWeight ?? Infinity
+    let n = 0
+    let weight = 0
+    while (n < most) {
+      const w = this.weigh(this.pending[n]!.item)
+      if (n > 0 && weight + w > max) break
+      weight += w
+      n++
+    }
+    this.pendingWeight -= weight
+    return n
   }
 
   private settle(): void {

@@ -29,6 +29,8 @@ const eventValidator = compile(UsageEventInput)
 export class EventService {
   private readonly queue: Queue<IngestJobData>
   private readonly batcher: Batcher<Pending, Admission>
+  /** Marks sent and not yet answered (step 3 of a commit); close waits for them. */
+  private readonly marking = new Set<Promise<void>>()
   readonly options: EventOptions
 
   /**
@@ -93,6 +95,7 @@ export class EventService {
   /** Commits what is waiting, then closes the queue and its connection. */
   async close(): Promise<void> {
     await this.batcher.drain()
+    await Promise.all(this.marking)
     await this.queue.close()
     await this.queueConnection.quit()
   }
@@ -172,9 +175,13 @@ export class EventService {
     // 2. Durable: one job for the whole commit. A failure here fails every request of it (500).
     await this.queue.add(BATCH_JOB, { v: 1, batchId: randomUUID(), events }, ingestJobOptions(this.options.retry))
     // 3. Seen: from now on a repeat is a duplicate. A failure costs at most a second copy.
-    await Promise.all([...newKeys].map(([projectId, keys]) => markEventsSeen(this.redis, projectId, keys, now, this.options.dedupWindowMs).catch((err: unknown) => {
+    // Sent now, answered without waiting for the reply: Redis runs one connection's commands
+    // in order, so every later admit of this gateway (same connection, same slot) sees the
+    // marks; the reply would only say what a failure says, and that is only logged.
+    const marks = Promise.all([...newKeys].map(([projectId, keys]) => markEventsSeen(this.redis, projectId, keys, now, this.options.dedupWindowMs).catch((err: unknown) => {
       this.logger.warn({ err, projectId, events: keys.length }, 'events are queued but could not be marked seen; a retry may queue them again')
-    })))
+    }))).then(() => { this.marking.delete(marks) })
+    this.marking.add(marks)
     return outcomes
   }
 }

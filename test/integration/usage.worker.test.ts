@@ -16,7 +16,7 @@ import { EventService } from '../../src/events/service.js'
 import type { EventSink, IngestJobData, UsageEventRow } from '../../src/events/types.js'
 import { connectRedis } from '../../src/redis/connection.js'
 import { loadLibrary } from '../../src/redis/scripts.js'
-import { startIngestWorker, type IngestWorker } from '../../workers/ingest.js'
+import { startIngestWorker, type IngestWorker, type MergeOptions } from '../../workers/ingest.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
 import { untilQueuesIdle } from '../support/queues.js'
 
@@ -26,6 +26,8 @@ const logger = pino({ level: 'silent' })
 class RedisSink implements EventSink {
   /** Inserts that throw before this one succeeds; Infinity: all of them. */
   failuresLeft = 0
+  /** An insert holding a row with this event id throws (a batch the store keeps refusing). */
+  refuse: string | undefined
   constructor(private readonly redis: Redis, readonly prefix: string) {}
 
   async insertEvents(rows: UsageEventRow[], dedupToken: string): Promise<void> {
@@ -34,6 +36,7 @@ class RedisSink implements EventSink {
       this.failuresLeft--
       throw new Error('sink unavailable')
     }
+    if (rows.some((r) => r.event_id === this.refuse)) throw new Error(`the store refuses ${this.refuse}`)
     await this.redis.multi().rpush(`${this.prefix}:rows`, ...rows.map((r) => JSON.stringify(r))).sadd(`${this.prefix}:tokens`, dedupToken).exec()
   }
 
@@ -53,7 +56,7 @@ interface Rig {
   queues: { ingestQueue: string; deadLetterQueue: string }
   redis: Redis
   workerConnection: ReturnType<typeof connectRedis>
-  startWorker(): void
+  startWorker(merge?: Partial<MergeOptions>): void
 }
 
 const open: Rig[] = []
@@ -81,7 +84,7 @@ async function rig(attempts: number, cluster = false): Promise<Rig> {
   const sink = new RedisSink(redis, `test:${prefix}:sink`)
   const r: Rig = {
     service, sink, worker: undefined, queues, redis, workerConnection,
-    startWorker() { r.worker = startIngestWorker({ connection: workerConnection, sink, logger, concurrency: 4, ...queues }) },
+    startWorker(merge) { r.worker = startIngestWorker({ connection: workerConnection, sink, logger, concurrency: 4, ...queues, ...(merge ? { merge } : {}) }) },
   }
   // The service's command connection goes with its queue connection on close.
   const close = service.close.bind(service)
@@ -121,6 +124,47 @@ describe('ingest worker', () => {
     expect(s7).toMatchObject({ project_id: project, customer_id: 'c-2', event_slug: 'llm.call', feature_slug: 'llm.call', value: 7, properties: '{"value":7}' })
     expect(rows.filter((row) => row.event_id.startsWith('ik_')).every((row) => row.value === 0.5)).toBe(true)
     expect(rows.find((row) => row.event_slug === 'plain')).toMatchObject({ value: 1, properties: '{}' })
+  })
+
+  test('jobs waiting together share one insert; each event once, the token names every batch', async () => {
+    const r = await rig(3)
+    const project = `p-${uniquePrefix()}`
+    // Ten requests one after the other: ten group commits, ten jobs.
+    for (let j = 0; j < 10; j++) {
+      const res = await r.service.recordBatch(project, Array.from({ length: 30 }, (_, i) => ({ customerId: `c-${i % 3}`, eventSlug: 'e', id: `m-${j}-${i}` })))
+      expect(res.results.every((x) => x.accepted)).toBe(true)
+    }
+    expect(r.service.batchStats.batches).toBe(10)
+    // Ten jobs per insert at most, and a long wait: the ten go as soon as all ten are in.
+    r.startWorker({ maxJobs: 10, maxWaitMs: 5_000 })
+    await until('300 rows arrive', async () => (await r.sink.rows()).length >= 300)
+    await untilQueuesIdle(r.workerConnection, [r.queues.ingestQueue])
+    const rows = await r.sink.rows()
+    expect(new Set(rows.map((row) => row.event_id)).size).toBe(300)
+    expect(rows).toHaveLength(300)
+    expect(await r.sink.calls()).toBe(1)
+    expect(await r.redis.smembers(`${r.sink.prefix}:tokens`)).toEqual([expect.stringMatching(/^m_[A-Za-z0-9_-]{43}$/)])
+  })
+
+  test('a job the store keeps refusing fails the insert it shares; the others retry alone and are delivered, it alone is dead-lettered', async () => {
+    const r = await rig(3)
+    const project = `p-${uniquePrefix()}`
+    r.sink.refuse = 'bad-0'
+    for (let j = 0; j < 6; j++) {
+      const id = (i: number) => (j === 3 ? `bad-${i}` : `ok-${j}-${i}`)
+      await r.service.recordBatch(project, Array.from({ length: 10 }, (_, i) => ({ customerId: 'acme', eventSlug: 'e', id: id(i) })))
+    }
+    r.startWorker({ maxJobs: 6, maxWaitMs: 5_000 })
+    await until('the refused batch is dead-lettered', async () => (await listDeadLetters({ connection: r.redis, ...r.queues })).length === 1)
+    await untilQueuesIdle(r.workerConnection, [r.queues.ingestQueue])
+    const [dead] = await listDeadLetters({ connection: r.redis, ...r.queues })
+    expect(dead).toMatchObject({ events: 10, failedReason: 'the store refuses bad-0', attempts: 3 })
+    const rows = await r.sink.rows()
+    expect(rows).toHaveLength(50)
+    expect(rows.every((row) => row.event_id.startsWith('ok-'))).toBe(true)
+    expect(new Set(rows.map((row) => row.event_id)).size).toBe(50)
+    // The shared insert (1), the five good jobs alone (5), the refused one's last two attempts (2).
+    expect(await r.sink.calls()).toBe(8)
   })
 
   test('a sink that fails twice then succeeds: retried with backoff and delivered once', async () => {
