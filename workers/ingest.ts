@@ -5,9 +5,9 @@ import type { Logger } from 'pino'
 import type { DeadLetterData } from '../src/events/deadLetters.js'
 import { BATCH_JOB, DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX } from '../src/events/queue.js'
 import { readCustomerViews } from '../src/entitlements/redis.js'
-import { countsOfEvents } from '../src/entitlements/usage.js'
+import { countsOfEvents, type EventRowFeature } from '../src/entitlements/usage.js'
 import { claimEvents } from '../src/events/redis.js'
-import { toRow } from '../src/events/rows.js'
+import { toRows } from '../src/events/rows.js'
 import type { EventSink, IngestJobData, UsageEvent, UsageEventRow } from '../src/events/types.js'
 import type { RedisClient } from '../src/redis/scripts.js'
 
@@ -88,17 +88,17 @@ const MAX_STALLS = 10
  * against its customer's entitlements (src/entitlements/README.md), from the customers' read
  * documents (one pipelined read per project).
  */
-async function ownedEvents(connection: RedisClient, batchId: string, events: UsageEvent[]): Promise<{ event: UsageEvent; featureSlug: string; value: string | undefined }[]> {
+async function ownedEvents(connection: RedisClient, batchId: string, events: UsageEvent[]): Promise<{ event: UsageEvent; features: EventRowFeature[] }[]> {
   const byProject = new Map<string, UsageEvent[]>()
   for (const e of events) (byProject.get(e.projectId) ?? byProject.set(e.projectId, []).get(e.projectId)!).push(e)
-  const owned = new Map<UsageEvent, { featureSlug: string; value: string | undefined }>()
+  const owned = new Map<UsageEvent, EventRowFeature[]>()
   for (const [projectId, list] of byProject) {
     const customers = await readCustomerViews(connection, projectId, [...new Set(list.map((e) => e.customerId))])
-    const { counts, featureSlugs, values } = countsOfEvents(list, customers)
+    const { counts, rows } = countsOfEvents(list, customers)
     const ids = await claimEvents(connection, projectId, batchId, list.map((e) => e.eventId), Date.now(), counts)
-    list.forEach((e, i) => { if (ids.has(e.eventId)) owned.set(e, { featureSlug: featureSlugs[i]!, value: values[i] }) })
+    list.forEach((e, i) => { if (ids.has(e.eventId)) owned.set(e, rows[i]!) })
   }
-  return events.filter((e) => owned.has(e)).map((event) => ({ event, ...owned.get(event)! }))
+  return events.filter((e) => owned.has(e)).map((event) => ({ event, features: owned.get(event)! }))
 }
 
 /**
@@ -140,7 +140,7 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
   const processJob = async (job: Job<IngestJobData>): Promise<{ rows: number; deadLettered?: true }> => {
     const { batchId, events } = job.data
     try {
-      const rows = (await ownedEvents(connection, batchId, events)).map(({ event, featureSlug, value }) => toRow(event, featureSlug, value))
+      const rows = (await ownedEvents(connection, batchId, events)).flatMap(({ event, features }) => toRows(event, features))
       const part: InsertPart = { batchId, rows, firstAttempt: job.attemptsStarted === 1 && job.data.replay !== true }
       if (rows.length > 0) await (part.firstAttempt ? merged.submit(part) : insert([part]))
       return { rows: events.length }

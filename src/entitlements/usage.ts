@@ -151,6 +151,16 @@ export interface CountableEvent {
   receivedMs: number
 }
 
+/**
+ * A ClickHouse row of an event: the feature whose meter takes it and what that meter counts for
+ * it (decimal text). An event no meter of its customer takes has none (it is stored once, under
+ * its event slug, src/events/rows.ts).
+ */
+export interface EventRowFeature {
+  featureSlug: string
+  value: string
+}
+
 /** One count of one event against one feature: the event's index and the include's arguments. */
 export interface EventCount {
   event: number
@@ -166,10 +176,9 @@ export interface EventCount {
  * when one of the customer's entitlements (at any time) counts it, else the first such feature
  * by slug, else the event slug.
  */
-export function countsOfEvents(events: readonly CountableEvent[], customers: ReadonlyMap<string, { view: CustomerView; flags: AccessFlags }>): { counts: EventCount[]; featureSlugs: string[]; values: (string | undefined)[] } {
+export function countsOfEvents(events: readonly CountableEvent[], customers: ReadonlyMap<string, { view: CustomerView; flags: AccessFlags }>): { counts: EventCount[]; rows: EventRowFeature[][] } {
   const counts: EventCount[] = []
-  const featureSlugs: string[] = new Array(events.length)
-  const values: (string | undefined)[] = new Array(events.length)
+  const rows: EventRowFeature[][] = new Array(events.length)
   // What is in effect changes only at the instants the customer's document names: one answer
   // per customer serves every event between two of them.
   const inEffect = new Map<string, { fromMs: number; untilMs: number; list: Entitlement[] }>()
@@ -198,30 +207,37 @@ export function countsOfEvents(events: readonly CountableEvent[], customers: Rea
     return period
   }
   const grantsTexts = new Map<Entitlement, string>()
-  const rowFeatures = new Map<string, string | undefined>()
-  const rowFeatureOf = (view: CustomerView, eventSlug: string): string | undefined => {
+  // The features whose meters take an event slug, for a customer: the one named like the event
+  // first, then by slug (each feature once, whatever its entitlements).
+  const rowFeatures = new Map<string, { slug: string; meter: MeterConfig }[]>()
+  const rowFeaturesOf = (view: CustomerView, eventSlug: string): { slug: string; meter: MeterConfig }[] => {
     const key = `${view.customerId}\0${eventSlug}`
-    if (rowFeatures.has(key)) return rowFeatures.get(key)
-    const mapped = new Set<string>()
-    for (const e of view.entitlements) if (e.featurePlanVersion.meterConfig.eventSlug === eventSlug) mapped.add(e.featurePlanVersion.feature.slug)
-    const slug = mapped.size === 0 ? undefined : mapped.has(eventSlug) ? eventSlug : [...mapped].sort()[0]!
-    rowFeatures.set(key, slug)
-    return slug
+    const known = rowFeatures.get(key)
+    if (known) return known
+    const mapped = new Map<string, MeterConfig>()
+    for (const e of view.entitlements) {
+      const slug = e.featurePlanVersion.feature.slug
+      if (e.featurePlanVersion.meterConfig.eventSlug === eventSlug && !mapped.has(slug)) mapped.set(slug, e.featurePlanVersion.meterConfig)
+    }
+    const list = [...mapped].map(([slug, meter]) => ({ slug, meter }))
+      .sort((a, b) => (a.slug === eventSlug ? -1 : b.slug === eventSlug ? 1 : a.slug < b.slug ? -1 : a.slug > b.slug ? 1 : 0))
+    rowFeatures.set(key, list)
+    return list
   }
   events.forEach((event, index) => {
-    featureSlugs[index] = event.eventSlug
+    rows[index] = []
     const customer = customers.get(event.customerId)
     if (!customer) return
-    const rowFeature = rowFeatureOf(customer.view, event.eventSlug)
-    if (rowFeature === undefined) return
-    featureSlugs[index] = rowFeature
+    // One ClickHouse row per feature whose meter takes the event, valued as that meter counts it,
+    // so analytics and invoices of each feature sum what its counters count.
+    for (const { slug, meter } of rowFeaturesOf(customer.view, event.eventSlug)) {
+      const amountUnits = meterAmount(meter, event)
+      if (amountUnits !== undefined) rows[index]!.push({ featureSlug: slug, value: formatUnits(amountUnits) })
+    }
     for (const e of entitlementsOf(event.customerId, customer, event.receivedMs)) {
       const meter = e.featurePlanVersion.meterConfig
       const amountUnits = meterAmount(meter, event)
       if (amountUnits === undefined) continue
-      // The row's value is what the row feature's meter counts, so ClickHouse (analytics,
-      // invoices) sums the same quantity the counters count.
-      if (e.featurePlanVersion.feature.slug === rowFeature && values[index] === undefined) values[index] = formatUnits(amountUnits)
       let grantsText = grantsTexts.get(e)
       if (grantsText === undefined) grantsTexts.set(e, (grantsText = grantsArg(e.grants ?? [])))
       counts.push({
@@ -234,7 +250,7 @@ export function countsOfEvents(events: readonly CountableEvent[], customers: Rea
       })
     }
   })
-  return { counts, featureSlugs, values }
+  return { counts, rows }
 }
 
 /** The instants at which what entitlementsAt answers for a customer may change. */

@@ -21,9 +21,9 @@ export function eventValue(properties: Record<string, unknown> | undefined): num
  * (1 for a count meter, `properties[aggregationField]` exactly for sum, max and latest); for an
  * event no feature counts, `eventValue`.
  */
-export function toRow(event: UsageEvent, featureSlug: string = event.eventSlug, value?: string): UsageEventRow {
+export function toRow(event: UsageEvent, featureSlug: string = event.eventSlug, value?: string, eventId: string = event.eventId): UsageEventRow {
   return {
-    event_id: event.eventId,
+    event_id: eventId,
     project_id: event.projectId,
     customer_id: event.customerId,
     event_slug: event.eventSlug,
@@ -32,4 +32,16 @@ export function toRow(event: UsageEvent, featureSlug: string = event.eventSlug, 
     properties: event.properties === undefined ? '{}' : JSON.stringify(event.properties),
     ts_ms: event.timestampMs,
   }
+}
+
+/**
+ * The rows of an accepted event: one per feature whose meter takes it (`features`, in order: the
+ * one named like the event first), the first with the event's id and the others with
+ * `<eventId>#<featureSlug>`, so each row has its own deterministic id (stored once, like the
+ * event) and each feature's usage is its own rows' sum; an event no meter takes, one row under
+ * its event slug.
+ */
+export function toRows(event: UsageEvent, features: readonly { featureSlug: string; value: string }[]): UsageEventRow[] {
+  if (features.length === 0) return [toRow(event)]
+  return features.map((f, i) => toRow(event, f.featureSlug, f.value, i === 0 ? event.eventId : `${event.eventId}#${f.featureSlug}`))
 }

@@ -163,10 +163,13 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
     expect(await deniedUntil('batchy', 'completions')).toBe(String(FEB_1_NY))
     // tokens: five events of 2; the one whose field is not a number counts for nothing.
     expect(e.tokens.metadata.usage).toMatchObject({ usage: '10', remaining: '10', refused: '0', denied: false })
-    // The ClickHouse rows name the feature that counts them: of tokens and completions, the first by slug.
+    // One ClickHouse row per feature whose meter takes the event: completions (every event, the
+    // event's id) and tokens (the five with a number: `<id>#tokens`).
     const rows = await gw.clickhouse!.query<{ event_id: string; feature_slug: string }>(
       `SELECT event_id, feature_slug FROM ${database}.usage_events FINAL WHERE project_id = '${projectId}' AND customer_id = 'batchy' ORDER BY event_id`)
-    expect(rows.map((r) => r.feature_slug)).toEqual(Array(6).fill('completions'))
+    expect(rows.map((r) => `${r.event_id} ${r.feature_slug}`)).toEqual([
+      'b-text completions', ...[0, 1, 2, 3, 4].flatMap((i) => [`b${i} completions`, `b${i}#tokens tokens`]),
+    ])
 
     // always (storage: the latest value, past the limit as overage) and none (gpus: the maximum).
     await record('batchy', 'gpu.usage', { gpus: 3 })
@@ -180,7 +183,7 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
     // Each row's value is what its feature's meter counts: the aggregation field (gpus, gb), not properties.value; 1 for a count.
     const values = await gw.clickhouse!.query<{ feature_slug: string; v: string }>(
       `SELECT feature_slug, toString(value) AS v FROM ${database}.usage_events FINAL WHERE project_id = '${projectId}' AND customer_id = 'batchy'`)
-    expect(values.map((r) => `${r.feature_slug}=${Number(r.v)}`).sort()).toEqual([...Array(6).fill('completions=1'), 'gpus=3', 'storage=12', 'storage=8'])
+    expect(values.map((r) => `${r.feature_slug}=${Number(r.v)}`).sort()).toEqual([...Array(6).fill('completions=1'), 'gpus=3', 'storage=12', 'storage=8', ...Array(5).fill('tokens=2')])
     await record('batchy', 'gpu.usage', { gpus: 5 }) // max 5 > 4: none refuses it
     await record('batchy', 'gpu.usage', { gpus: 2 }) // below the max: nothing changes
     await drained()
@@ -277,8 +280,9 @@ describe('the synchronous check (lua/checkEntitlement-2.lua, the include runs wi
       eventId, projectId: project, customerId: 'fresh', eventSlug: 'llm.completion', properties: { tokens: i + 1 }, timestampMs: START, receivedMs: START,
     }))
     const views = await readCustomerViews(redis, project, ['fresh'])
-    const { counts, featureSlugs } = countsOfEvents(events, views)
-    expect(featureSlugs).toEqual(['completions', 'completions', 'completions'])
+    const { counts, rows } = countsOfEvents(events, views)
+    // One ClickHouse row per feature whose meter takes the event: completions counts 1, tokens sums properties.tokens.
+    expect(rows).toEqual([1, 2, 3].map((n) => [{ featureSlug: 'completions', value: '1' }, { featureSlug: 'tokens', value: String(n) }]))
     expect(counts).toHaveLength(6)
     const ids = events.map((x) => x.eventId)
     expect([...await claimEvents(redis, project, 'b1', ids, Date.now(), counts)]).toEqual(ids)
