@@ -9,6 +9,9 @@
 //   ours-pair       gateway: authorize then settle, per connection
 //   ours-authorize  gateway: authorize only (apples to apples with the peer,
 //                   which has nothing to settle); the targets use this leg
+//   ours-b          A/B: ours-authorize again, against a gateway from B_ROOT
+//                   (another checkout) and/or with B_ENV (NAME=value,...) added
+//                   to its environment; A_ROOT likewise for the ours-* legs
 //
 // All legs send the same request: the authorize body with a random budget key
 // (out of --budgets) and a unique idempotency key, built the same way, so the
@@ -24,13 +27,14 @@ import { clockTicks, freePort, spawnTs, stopAll, waitForHttp200, waitForLine, ty
 import { redisFigures, redisReset, startBenchRedis, type BenchRedis } from './lib/redis.js';
 import { machineInfo, printReport, writeReport, type LegResult, type Report, type Target } from './lib/report.js';
 
-export const LEGS = ['hello', 'peer', 'ours-pair', 'ours-authorize'] as const;
+export const LEGS = ['hello', 'peer', 'ours-pair', 'ours-authorize', 'ours-b'] as const;
 type LegId = (typeof LEGS)[number];
 const LABELS: Record<LegId, string> = {
   hello: 'uWS hello-world',
   peer: 'peer (Fastify+RLF)',
   'ours-pair': 'ours auth+settle',
   'ours-authorize': 'ours authorize',
+  'ours-b': 'ours authorize B',
 };
 const RESULTS_DIR = path.resolve('bench/results');
 
@@ -44,7 +48,9 @@ export async function runAuthorize(opts: BenchOptions): Promise<void> {
   const unknown = opts.legs.filter((l) => l !== 'ours' && !(LEGS as readonly string[]).includes(l));
   if (unknown.length) throw new Error(`unknown leg(s): ${unknown.join(', ')}; known: ${LEGS.join(', ')}, ours`);
   const want = (id: LegId): boolean =>
-    opts.legs.length === 0 || opts.legs.includes(id) || (id.startsWith('ours') && opts.legs.includes('ours'));
+    id === 'ours-b'
+      ? opts.legs.includes(id)
+      : opts.legs.length === 0 || opts.legs.includes(id) || (id.startsWith('ours') && opts.legs.includes('ours'));
 
   const timestamp = new Date().toISOString();
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'metering-bench-'));
@@ -61,6 +67,7 @@ export async function runAuthorize(opts: BenchOptions): Promise<void> {
       if (want('peer')) legs.push(...(await guarded(['peer'], () => peerLeg(ctx))));
       const ours = (['ours-pair', 'ours-authorize'] as const).filter(want);
       if (ours.length) legs.push(...(await guarded(ours, () => oursLegs(ctx, ours))));
+      if (want('ours-b')) legs.push(...(await guarded(['ours-b'], () => oursLegs(ctx, ['ours-b'], envList(process.env.B_ENV), process.env.B_ROOT))));
       rounds.push(legs);
     }
   } finally {
@@ -103,6 +110,11 @@ function makeAuthorizeBody(budgets: number): (c: Record<string, unknown>) => str
     c.key = key;
     return `{"key":"${key}","amount":"${AMOUNT}","idempotencyKey":"${runId}-${++seq}"}`;
   };
+}
+
+/** `NAME=value,NAME=value` as an environment. */
+function envList(text = ''): Record<string, string> {
+  return Object.fromEntries(text.split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
 }
 
 /** Runs legs; a failure is printed and recorded, and the remaining legs still run. */
@@ -204,7 +216,12 @@ async function peerLeg(c: LegContext): Promise<LegResult[]> {
 // (1) Ours: one gateway + Redis for both of its legs. The pair leg runs first:
 // the authorize-only leg leaves open holds behind (they expire after the
 // budget's default TTL), which must not weigh on another leg.
-async function oursLegs(c: LegContext, ids: readonly LegId[]): Promise<LegResult[]> {
+async function oursLegs(
+  c: LegContext,
+  ids: readonly LegId[],
+  extraEnv: Record<string, string> = {},
+  root = process.env.A_ROOT,
+): Promise<LegResult[]> {
   if (!existsSync('src/main.ts')) throw new Error('src/main.ts not found (gateway not written yet?)');
   const redis = await startBenchRedis(path.join(c.tmp, 'redis-ours'));
   c.redisVersion = redis.version;
@@ -212,7 +229,8 @@ async function oursLegs(c: LegContext, ids: readonly LegId[]): Promise<LegResult
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
     const rootKey = randomBytes(24).toString('hex');
-    const server = spawnTs('gateway', 'src/main.ts', {
+    const server = spawnTs('gateway', root ? path.join(root, 'src/main.ts') : 'src/main.ts', {
+      ...extraEnv,
       PORT: String(port),
       REDIS_URL: redis.url,
       METERING_ROOT_KEY: rootKey,
@@ -251,8 +269,8 @@ async function oursLegs(c: LegContext, ids: readonly LegId[]): Promise<LegResult
       ];
       results.push(await measure(c, 'ours-pair', url, pair, server, redis, 'authorize+settle'));
     }
-    if (ids.includes('ours-authorize')) {
-      results.push(await measure(c, 'ours-authorize', url, [authorize], server, redis, 'authorize'));
+    for (const id of ['ours-authorize', 'ours-b'] as const) {
+      if (ids.includes(id)) results.push(await measure(c, id, url, [authorize], server, redis, 'authorize'));
     }
     return results;
   } finally {
@@ -311,6 +329,8 @@ function medianRounds(rounds: LegResult[][]): LegResult[] {
       ok: l.ok,
       opsPerSec: l.opsPerSec ?? null,
       p99: l.latency?.p99 ?? null,
+      cpuUsPerOp: l.cpuUsPerOp ?? null,
+      scriptUsPerOp: l.redis?.perOp.usecLow ?? null,
       otherCpuPct: l.otherCpuPct ?? null,
     }));
     return { ...pick, rounds: summary };

@@ -49,7 +49,7 @@ b.dirty = true
 -- Appended: holds expired on the way have their records in b.writes already.
 local w = b.writes
 w[#w + 1] = 'h' .. id
-w[#w + 1] = packHold({ state = OPEN, hi = ah, lo = al, exp = expiresAt, shi = 0, slo = 0, idem = idem })
+w[#w + 1] = struct.pack('<dddddd', OPEN, ah, al, expiresAt, 0, 0) .. idem -- packHold's layout
 w[#w + 1] = 'i:' .. idem
 w[#w + 1] = struct.pack('<ddddddd', 1, b.seq, ah, al, ttlSent, expiresAt, ttl)
 b.later[#b.later + 1] = { 'ZADD', KEYS[2], int(expiresAt), id }

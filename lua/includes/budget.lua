@@ -81,25 +81,60 @@ local function journalMovement(b, keys, kind, holdId, ref, uh, ul, ts, idem)
   b.dirty = true
 end
 
+-- struct formats of n little-endian doubles, built once per n.
+local DOUBLES = {}
+local function doubles(n)
+  local f = DOUBLES[n]
+  if f == nil then
+    f = '<' .. string.rep('d', n)
+    DOUBLES[n] = f
+  end
+  return f
+end
+
+-- Decoded `num` fields, keyed by the field's bytes. The library's Lua state lives as long as the
+-- library is loaded (one per node), so a budget's configuration is decoded once, not per call.
+-- Keyed by content, an entry can never be stale: an upsert that changes anything writes other
+-- bytes, hence another key. Nothing in an entry is ever modified. At most CONFIGS_MAX entries
+-- (the cache starts over when full). Replication is by effects, so the cache changes nothing
+-- that reaches a replica or the AOF.
+local CONFIGS_MAX = 4096
+local configs, configCount = {}, 0
+local function decodeNum(s)
+  local c = configs[s]
+  if c ~= nil then return c end
+  local dttl, mttl, closes, n = struct.unpack('<dddd', s)
+  local num = { struct.unpack(doubles(5 * n), s, 33) }
+  c = { dttl = dttl, mttl = mttl, closes = closes, n = n }
+  for i = 1, n do
+    local k = (i - 1) * 5
+    local w, anchor = num[k + 1], num[k + 3]
+    c[i] = { w = w, hard = num[k + 2] == 1, anchor = (anchor < 0) and defaultAnchor(w) or anchor, ah = num[k + 4], al = num[k + 5] }
+  end
+  if configCount >= CONFIGS_MAX then configs, configCount = {}, 0 end
+  configs[s] = c
+  configCount = configCount + 1
+  return c
+end
+
 -- Reads the budget and, in the same HMGET, one more field (a hold, an idempotency record, or
 -- the unit). Returns nil when the budget does not exist.
 local function loadBudget(key, extraField)
   local f = redis.call('HMGET', key, 'num', 'st', 'cfg', extraField or 'unit')
   if not f[1] then return nil end
-  local dttl, mttl, closes, n = struct.unpack('<dddd', f[1])
-  local num = { struct.unpack('<' .. string.rep('d', 5 * n), f[1], 33) }
-  local st = { struct.unpack('<' .. string.rep('d', 4 + 4 * n), f[2]) }
+  local c = decodeNum(f[1])
+  local n = c.n
+  local st = { struct.unpack(doubles(4 + 4 * n), f[2]) }
+  local limits = {}
   local b = {
-    dttl = dttl, mttl = mttl, closes = closes, cfg = f[3], extra = f[4],
+    dttl = c.dttl, mttl = c.mttl, closes = c.closes, cfg = f[3], extra = f[4],
     seq = st[1], hh = st[2], hl = st[3], nexp = st[4],
-    limits = {}, dirty = false, writes = {}, later = {}, closed = {},
+    limits = limits, dirty = false, writes = {}, later = {}, closed = {},
   }
   for i = 1, n do
-    local c, s = (i - 1) * 5, 4 + (i - 1) * 4
-    local w, anchor = num[c + 1], num[c + 3]
-    b.limits[i] = {
-      w = w, hard = num[c + 2] == 1, anchor = (anchor < 0) and defaultAnchor(w) or anchor,
-      ah = num[c + 4], al = num[c + 5],
+    local l, s = c[i], i * 4
+    limits[i] = {
+      w = l.w, hard = l.hard, anchor = l.anchor, ah = l.ah, al = l.al,
       ch = st[s + 1], cl = st[s + 2], ps = st[s + 3], pe = st[s + 4],
     }
   end
@@ -246,7 +281,7 @@ local function saveBudget(b, key)
   end
   local w = b.writes
   w[#w + 1] = 'st'
-  w[#w + 1] = struct.pack('<' .. string.rep('d', #st), unpack(st))
+  w[#w + 1] = struct.pack(doubles(#st), unpack(st))
   redis.call('HSET', key, unpack(w))
   for _, command in ipairs(b.later) do redis.call(unpack(command)) end
   -- KEYS[4] of every budget script: the journal list, mg:{p/k}:journal (same tag, same slot).

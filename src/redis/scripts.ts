@@ -43,6 +43,42 @@ export async function loadLibrary(redis: RedisClient): Promise<void> {
   await Promise.all(nodes.map((node) => node.call('FUNCTION', 'LOAD', 'REPLACE', library.text)))
 }
 
+/**
+ * Script calls made in one turn of the event loop go to Redis together, up to MAX_BATCH per
+ * write. uWS hands the gateway every request that arrived in one poll of the loop, one callback
+ * each, and each used to write its FCALL at once: a syscall per request (and a read on the Redis
+ * side). The first call of a batch corks the connection's socket; the MAX_BATCH-th call, or
+ * `setImmediate` (the check phase, right after that poll) uncorks it, and Node writes what piled
+ * up with one writev. The cap lets Redis start on a batch while the gateway is still reading
+ * the next requests, and keeps the first replies of a batch from waiting for a long one.
+ * Commands keep their order, so replies still match. A Cluster client routes per node: left as it is.
+ */
+const MAX_BATCH = 16
+interface Batch { calls: number }
+const batches = new WeakMap<object, Batch>()
+type Corkable = { cork(): void; uncork(): void }
+
+/** Adds a call to its connection's batch; returns the socket when this call fills the batch. */
+function joinBatch(redis: RedisClient): Corkable | undefined {
+  const stream = (redis as { stream?: Corkable }).stream
+  // Only a connected client writes to its socket (ioredis queues the rest itself).
+  if (stream === undefined || (redis as Redis).status !== 'ready') return undefined
+  let batch = batches.get(stream)
+  if (batch === undefined) {
+    const opened: Batch = { calls: 0 }
+    batches.set(stream, (batch = opened))
+    stream.cork()
+    setImmediate(() => endBatch(stream, opened))
+  }
+  return ++batch.calls >= MAX_BATCH ? stream : undefined
+}
+
+function endBatch(stream: Corkable, batch: Batch | undefined): void {
+  if (batch === undefined || batches.get(stream) !== batch) return
+  batches.delete(stream)
+  stream.uncork()
+}
+
 /** One load at a time per client, however many calls find the library missing at once. */
 const loading = new WeakMap<RedisClient, Promise<void>>()
 
@@ -71,8 +107,12 @@ export class Script {
   async run(redis: RedisClient, keys: string[], args: (string | number)[]): Promise<unknown[]> {
     if (this.numberOfKeys !== undefined && keys.length !== this.numberOfKeys) throw new Error(`${this.name} takes ${this.numberOfKeys} keys, got ${keys.length}`)
     const started = performance.now()
+    const full = joinBatch(redis)
     try {
-      return (await redis.call('FCALL', this.functionName, keys.length, ...keys, ...args)) as unknown[]
+      // ioredis writes a command to a ready connection at once, so a full batch leaves with it.
+      const reply = redis.call('FCALL', this.functionName, keys.length, ...keys, ...args)
+      if (full) endBatch(full, batches.get(full))
+      return (await reply) as unknown[]
     } catch (error) {
       if (!(error instanceof Error) || !error.message.includes('Function not found')) throw error
       let load = loading.get(redis)
