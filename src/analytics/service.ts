@@ -1,4 +1,4 @@
-import { rate } from '../billing/rating.js'
+import { rate, toQuantityUnits } from '../billing/rating.js'
 import { FOREVER_MS, cycleAt } from '../catalog/cycles.js'
 import type { Entitlement } from '../catalog/schemas.js'
 import type { BudgetService } from '../budgets/service.js'
@@ -50,9 +50,10 @@ export class AnalyticsService {
       if (!got.ok || (unitMustBe !== undefined && got.value.unit !== unitMustBe)) continue
       const limits = got.value.balance.limits
       const hard = limits.filter((l) => l.enforce === 'hard')
+      // consumed + held summed exactly; numbers only at the forecast's boundary (it projects in numbers).
       return (hard.length > 0 ? hard : limits).map((l) => ({
         kind: 'budget', budgetKey: key, id: l.id, window: l.window,
-        amount: Number(l.amount), used: Number(l.amount) - Number(l.remaining), resetsAt: l.resetsAt,
+        amount: Number(l.amount), used: Number(formatUnits(toQuantityUnits(l.consumed) + toQuantityUnits(l.held))), resetsAt: l.resetsAt,
       }))
     }
     return []

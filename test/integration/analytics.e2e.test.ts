@@ -13,6 +13,7 @@ import { DAY_MS } from '../../src/analytics/forecast.js'
 import { sqlLiteral } from '../../src/clickhouse/sql.js'
 import { expectError } from '../support/commonRoutes.js'
 import { ROOT_KEY, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { waitFor } from '../support/processes.js'
 
 const HOUR_MS = 3_600_000
 /** 2026-11-08 12:00 UTC: day 0 of the forecast's windows once the clock reaches 2026-11-22. */
@@ -55,13 +56,11 @@ describe.each([['server'], ['embedded']] as const)('ClickHouse store: %s', (kind
 
   /** Polls usage/get until `done` holds (the worker has drained what the test waits for), or fails at the deadline. */
   async function drained(key: string, customerId: string, range: string, done: (rows: UsageRow[]) => boolean): Promise<UsageRow[]> {
-    const deadline = Date.now() + DRAIN_DEADLINE_MS
-    for (;;) {
-      const rows = await usage(key, customerId, range)
-      if (done(rows)) return rows
-      if (Date.now() > deadline) throw new Error(`not drained within ${DRAIN_DEADLINE_MS} ms: ${JSON.stringify(rows)}`)
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
+    let last: UsageRow[] = []
+    return waitFor('the worker to drain', async () => {
+      last = await usage(key, customerId, range)
+      return done(last) ? last : undefined
+    }, DRAIN_DEADLINE_MS, { intervalMs: 50, detail: () => JSON.stringify(last) })
   }
 
   const total = (rows: UsageRow[]) => rows.reduce((s, r) => s + r.usage, 0)

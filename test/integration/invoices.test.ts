@@ -19,6 +19,7 @@ import { InvoiceService, invoiceIdOf, providerCharge } from '../../src/invoices/
 import type { StoredInvoice } from '../../src/invoices/types.js'
 import { WalletService } from '../../src/wallet/service.js'
 import { expectError } from '../support/commonRoutes.js'
+import { waitFor } from '../support/processes.js'
 import { untilQueuesIdle } from '../support/queues.js'
 import { startTestGateway, type TestGateway } from '../support/gateway.js'
 
@@ -377,8 +378,7 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     gw.clock.set(NOV + HOUR_MS)
     const worker = startInvoiceWorker({ invoices, clock: gw.clock, logger: gw.logger, intervalMs: 10, projectId: p4, onRun: (r) => reports.push(r) })
     try {
-      const deadline = Date.now() + 10_000
-      while (reports.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
+      await waitFor('two runs of the worker', () => reports.length >= 2, 10_000, { intervalMs: 10 })
       expect(reports[0]).toMatchObject({ projects: 1, errors: [] })
       expect((reports[0] as { created: string[] }).created.sort()).toEqual(['acme', 'globex', 'initech'].map((c) => invoiceIdOf(p4, c, `sub-${c}`, OCT)).sort())
       // The next run starts from each subscription's cursor: November has not ended.

@@ -27,6 +27,7 @@ import { connectRedis } from '../../src/redis/connection.js'
 import { Script, loadLibrary, type RedisClient } from '../../src/redis/scripts.js'
 import { sweepExpiredHolds } from '../../workers/holdExpiry.js'
 import { startTestGateway } from '../support/gateway.js'
+import { waitFor } from '../support/processes.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
 
 const SUITE_DB = 12
@@ -338,11 +339,7 @@ describe('the journal worker of the gateway', () => {
       expect((await gw.post('/v1/budgets/charge', { key: 'agent', amount: '0.3', idempotencyKey: 'x' }, apiKey)).status).toBe(200)
 
       // The worker's own rounds, every 20 ms: wait (bounded) until they have stored both.
-      const deadline = Date.now() + 10_000
-      while ((await journalRows(gw.clickhouse!, projectId)).length < 2) {
-        if (Date.now() > deadline) throw new Error('the journal worker did not drain the movements')
-        await new Promise((resolve) => setTimeout(resolve, 20))
-      }
+      await waitFor('the journal worker to drain the movements', async () => (await journalRows(gw.clickhouse!, projectId)).length >= 2, 10_000, { intervalMs: 20 })
       await gw.journal!.drainNow() // a round after them all: nothing more arrives
       const rows = await journalRows(gw.clickhouse!, projectId)
       expect(rows.map((r) => [r.kind, r.amount, r.idempotency_key])).toEqual([

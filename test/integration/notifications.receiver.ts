@@ -51,13 +51,5 @@ export async function deadUrl(): Promise<string> {
   return `http://127.0.0.1:${port}/gone`
 }
 
-/** Polls `check` every 25 ms until it returns a value other than undefined, or throws at the deadline. */
-export async function waitFor<T>(what: string, check: () => T | undefined | Promise<T | undefined>, deadlineMs = 20_000): Promise<T> {
-  const deadline = Date.now() + deadlineMs
-  for (;;) {
-    const value = await check()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-}
+/** The shared poller (test/support/processes.ts), for the notification suites' imports. */
+export { waitFor } from '../support/processes.js'

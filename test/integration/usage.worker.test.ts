@@ -18,6 +18,7 @@ import { connectRedis } from '../../src/redis/connection.js'
 import { loadLibrary } from '../../src/redis/scripts.js'
 import { startIngestWorker, type IngestWorker, type MergeOptions } from '../../workers/ingest.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
+import { waitFor } from '../support/processes.js'
 import { untilQueuesIdle } from '../support/queues.js'
 
 const logger = pino({ level: 'silent' })
@@ -93,13 +94,8 @@ async function rig(attempts: number, cluster = false): Promise<Rig> {
   return r
 }
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
+/** Waits (bounded, polling) until `check` holds: the worker's rows or dead letters arrived. */
+const until = (what: string, check: () => Promise<boolean>) => waitFor(what, check, 10_000, { intervalMs: 20 })
 
 describe('ingest worker', () => {
   test('every accepted event reaches the sink once, as a row (value from properties.value, else 1)', async () => {

@@ -79,7 +79,7 @@ export function spawnNode(name: string, script: string, env: Record<string, stri
 export async function waitFor<T>(
   what: string,
   check: () => Promise<T | undefined | false> | T | undefined | false,
-  timeoutMs: number,
+  timeoutMs = 20_000,
   options: { intervalMs?: number; detail?: () => string } = {},
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs

@@ -1,6 +1,7 @@
 // The group commit (src/events/batcher.ts): by count, by time, and by weight (the ingest
-// worker's jobs sharing a ClickHouse insert, weighed by their rows).
-import { describe, expect, test } from 'vitest'
+// worker's jobs sharing a ClickHouse insert, weighed by their rows). Its timers run on vitest's
+// fake clock: time moves only when the test moves it.
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { Batcher } from '../../src/events/batcher.js'
 
 /** A batcher whose commits are recorded and settled by the test. */
@@ -13,11 +14,16 @@ function recording(options: { maxWaitMs: number; maxItems: number; maxInFlight: 
 }
 
 describe('Batcher', () => {
+  beforeEach(() => { vi.useFakeTimers() })
+  afterEach(() => { vi.useRealTimers() })
+
   test('a full batch by count goes at once; the rest waits for the timer', async () => {
     const { batcher, commits } = recording({ maxWaitMs: 5, maxItems: 3, maxInFlight: 4 })
     const answers = [1, 2, 3, 4].map((i) => batcher.submit(i))
     expect(commits.map((c) => c.items)).toEqual([[1, 2, 3]])
-    await new Promise((resolve) => setTimeout(resolve, 20))
+    await vi.advanceTimersByTimeAsync(4)
+    expect(commits.map((c) => c.items)).toEqual([[1, 2, 3]]) // maxWaitMs has not passed yet
+    await vi.advanceTimersByTimeAsync(1)
     expect(commits.map((c) => c.items)).toEqual([[1, 2, 3], [4]])
     for (const c of commits) c.done()
     expect(await Promise.all(answers)).toEqual([10, 20, 30, 40])
@@ -39,14 +45,14 @@ describe('Batcher', () => {
   test('at the in-flight limit items gather, and go together when a commit finishes', async () => {
     const { batcher, commits } = recording({ maxWaitMs: 0, maxItems: 10, maxInFlight: 1 })
     const first = batcher.submit(1)
-    await new Promise((resolve) => setTimeout(resolve, 5))
+    await vi.advanceTimersByTimeAsync(0)
     expect(commits.map((c) => c.items)).toEqual([[1]])
     const later = [2, 3, 4].map((i) => batcher.submit(i))
-    await new Promise((resolve) => setTimeout(resolve, 5))
+    await vi.advanceTimersByTimeAsync(0)
     expect(commits).toHaveLength(1)
     commits[0]!.done()
     await first
-    await new Promise((resolve) => setTimeout(resolve, 5))
+    await vi.advanceTimersByTimeAsync(0)
     expect(commits.map((c) => c.items)).toEqual([[1], [2, 3, 4]])
     commits[1]!.done()
     expect(await Promise.all(later)).toEqual([20, 30, 40])
