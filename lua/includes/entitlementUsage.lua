@@ -31,24 +31,10 @@
 --   itself and returns the table below.
 -- The stored field is "<periodStart>;<periodEnd>;<usage>;<overage>;<refused>;<latestTs>;<grants>"
 -- with pairs as "hi:lo" and grants as "<grantId>=hi:lo,..." (consumed per grant this period).
+--@include money
 local entitlementUsage
 do
-  local BASE = 100000000000000
-  local function add(ah, al, bh, bl)
-    local h, l = ah + bh, al + bl
-    if l >= BASE then return h + 1, l - BASE end
-    return h, l
-  end
-  local function sub(ah, al, bh, bl)
-    local h, l = ah - bh, al - bl
-    if l < 0 then return h - 1, l + BASE end
-    return h, l
-  end
-  local function cmp(ah, al, bh, bl)
-    if ah ~= bh then return ah < bh and -1 or 1 end
-    if al ~= bl then return al < bl and -1 or 1 end
-    return 0
-  end
+  local add, sub, cmp = moneyAdd, moneySub, moneyCmp
   local function pair(s)
     local h, l = string.match(s or '', '^(%d+):(%d+)$')
     if not h then return 0, 0 end
