@@ -5,7 +5,7 @@ import type { Currency, Price } from './schemas.js'
  * from the document's decimal strings without ever going through a float.
  */
 
-const CURRENCIES: Record<Currency, { symbol: string; exponent: number }> = {
+export const CURRENCIES: Record<Currency, { symbol: string; exponent: number }> = {
   USD: { symbol: '$', exponent: 2 },
   EUR: { symbol: '€', exponent: 2 },
 }

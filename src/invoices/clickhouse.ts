@@ -5,6 +5,7 @@
 import type { AggregationMethod } from '../catalog/schemas.js'
 import { canonicalDecimal, sqlIdent, sqlList, sqlLiteral } from '../clickhouse/sql.js'
 import type { ClickHouseStore } from '../clickhouse/store.js'
+import { UNITS_PER_ONE } from '../money/decimal.js'
 
 /** One usage feature to measure: the rows whose feature_slug is the feature's slug or its meter's event slug. */
 export interface MeteredFeature {
@@ -24,12 +25,12 @@ interface UsageAggregates {
 /**
  * A customer's usage of some features over `[fromMs, toMs)`, each event once (FINAL), aggregated
  * per the feature's meter: sum of `value`, count of events, max of `value`, or the value of the
- * latest event. Exact decimal text; '0' for a feature without events. One query for all features.
+ * latest event. Exact, in units of 10^-8 (0 for a feature without events). One query for all features.
  */
 export async function cycleUsage(
   store: ClickHouseStore, q: { projectId: string; customerId: string; fromMs: number; toMs: number; features: MeteredFeature[] },
-): Promise<Map<string, string>> {
-  const usage = new Map<string, string>()
+): Promise<Map<string, bigint>> {
+  const usage = new Map<string, bigint>()
   if (q.features.length === 0) return usage
   const slugs = [...new Set(q.features.flatMap((f) => [f.featureSlug, f.eventSlug]))]
   const db = sqlIdent(store.database)
@@ -60,22 +61,14 @@ function units(text: string): bigint {
   return negative ? -u : u
 }
 
-function text(u: bigint): string {
-  const negative = u < 0n
-  const a = negative ? -u : u
-  const whole = a / 100_000_000n
-  const fraction = (a % 100_000_000n).toString().padStart(8, '0').replace(/0+$/, '')
-  return `${negative ? '-' : ''}${whole}${fraction ? `.${fraction}` : ''}`
-}
-
-/** Combines the aggregates of the (at most two) slugs a feature's rows carry. */
-function aggregate(rows: UsageAggregates[], method: AggregationMethod): string {
-  if (rows.length === 0) return '0'
+/** Combines the aggregates of the (at most two) slugs a feature's rows carry, in units of 10^-8. */
+function aggregate(rows: UsageAggregates[], method: AggregationMethod): bigint {
+  if (rows.length === 0) return 0n
   switch (method) {
-    case 'sum': return text(rows.reduce((s, r) => s + units(r.s), 0n))
-    case 'count': return rows.reduce((s, r) => s + BigInt(r.n), 0n).toString()
-    case 'max': return text(rows.map((r) => units(r.m)).reduce((a, b) => (a > b ? a : b)))
+    case 'sum': return rows.reduce((s, r) => s + units(r.s), 0n)
+    case 'count': return rows.reduce((s, r) => s + BigInt(r.n), 0n) * UNITS_PER_ONE
+    case 'max': return rows.map((r) => units(r.m)).reduce((a, b) => (a > b ? a : b))
     // Two slugs' "latest" cannot be ordered without their times; the ingest path writes one of them only.
-    case 'latest': return canonicalDecimal(rows[rows.length - 1]!.l)
+    case 'latest': return units(rows[rows.length - 1]!.l)
   }
 }

@@ -1,13 +1,14 @@
-import { createHash } from 'node:crypto'
 import { rate, toMinorUnits, toQuantityUnits } from '../billing/rating.js'
+import { sha256 } from '../catalog/canonical.js'
 import { cycleAt } from '../catalog/cycles.js'
+import { CURRENCIES } from '../catalog/pricing.js'
 import { readCatalogState, readCustomer } from '../catalog/redis.js'
-import type { Feature } from '../catalog/schemas.js'
+import type { Currency, Feature } from '../catalog/schemas.js'
 import type { PhaseView, StoredCatalog, StoredPlanFeature, SubscriptionView } from '../catalog/types.js'
 import type { ClickHouseStore } from '../clickhouse/store.js'
 import type { Clock } from '../clock.js'
 import { failure, success, type Result } from '../errors.js'
-import { ledgerJson } from '../money/decimal.js'
+import { formatUnits, ledgerJson } from '../money/decimal.js'
 import { scanMasters } from '../redis/scan.js'
 import type { RedisClient } from '../redis/scripts.js'
 import { cycleUsage, type MeteredFeature } from './clickhouse.js'
@@ -41,8 +42,7 @@ export const INVOICE_LINES_TABLE = 'invoice_lines'
 
 /** The invoice of a cycle: `inv_` and 24 hex digits of SHA-256 over (project, customer, subscription, cycle start). */
 export function invoiceIdOf(projectId: string, customerId: string, subscriptionId: string, cycleStartAt: number): string {
-  const hash = createHash('sha256').update(JSON.stringify([projectId, customerId, subscriptionId, cycleStartAt])).digest('hex')
-  return `inv_${hash.slice(0, 24)}`
+  return `inv_${sha256(JSON.stringify([projectId, customerId, subscriptionId, cycleStartAt])).slice(0, 24)}`
 }
 
 /** The Invoice of spec 2.5: ledger amounts as integers. */
@@ -62,9 +62,6 @@ export interface Line extends Omit<StoredLine, 'quantity' | 'amount' | 'amount_d
   amount_included: number | string
 }
 
-/** Minor-unit exponents of the currencies the catalog takes (ISO 4217). */
-const CURRENCY_EXPONENT: Record<string, number> = { USD: 2, EUR: 2 }
-
 /**
  * The provider boundary (spec part 1; src/billing/README.md, rounding rule 2): what a payment
  * provider is asked to charge for an invoice, in currency minor units: its `amount_due` (ledger
@@ -72,7 +69,7 @@ const CURRENCY_EXPONENT: Record<string, number> = { USD: 2, EUR: 2 }
  * minor units. An invoice with nothing due (or a credit) charges 0.
  */
 export function providerCharge(invoice: Pick<StoredInvoice, 'amount_due' | 'currency'>): { amountMinor: bigint; currency: string; exponent: number } {
-  const exponent = CURRENCY_EXPONENT[invoice.currency] ?? 2
+  const exponent = CURRENCIES[invoice.currency as Currency]?.exponent ?? 2
   const due = BigInt(invoice.amount_due)
   return { amountMinor: due > 0n ? toMinorUnits(due, exponent) : 0n, currency: invoice.currency, exponent }
 }
@@ -84,15 +81,10 @@ export class InvoiceService {
     private readonly redis: RedisClient,
     private readonly clock: Clock,
     private readonly history: ClickHouseStore | undefined,
-    private wallet: InvoiceWallet | undefined,
+    private readonly wallet: InvoiceWallet | undefined,
     options: Partial<InvoiceOptions> = {},
   ) {
     this.options = { ...DEFAULT_INVOICE_OPTIONS, ...options }
-  }
-
-  /** Sets the wallet credits are applied from (the wallet service may be built after this one). */
-  useWallet(wallet: InvoiceWallet | undefined): void {
-    this.wallet = wallet
   }
 
   /** GET /v1/invoices/get/{invoiceId}: the invoice with its lines; 404 for an unknown id or another project's. */
@@ -195,8 +187,8 @@ export class InvoiceService {
   private async settle(projectId: string, customerId: string, record: store.StoredRecord, now: number): Promise<{ invoice: StoredInvoice; lines: StoredLine[] }> {
     let lines = record.lines
     if (this.wallet && record.dueTotal > 0n) {
-      const applied = normalizeWallet(await this.wallet.applyToInvoice(projectId, customerId, record.invoice.id, record.dueTotal, record.invoice.currency, now))
-      const walletId = applied.walletId ?? customerId
+      const applied = await this.wallet.applyToInvoice(projectId, customerId, record.invoice.id, record.dueTotal, record.invoice.currency, now)
+      const walletId = customerId
       lines = cover(lines, (s) => s === 'due', applied.allocations.filter((a) => a.amountLedger > 0n).map((a) => ({
         amount: a.amountLedger,
         settle: (line: StoredLine, part: bigint): StoredLine => ({
@@ -267,7 +259,7 @@ export class InvoiceService {
         const amount = rate({ featureType: u.featureType, config: u.config, quantity: fresh }).amount - rate({ featureType: u.featureType, config: u.config, quantity: old }).amount
         charges.push({
           kind: 'adjustment', featureSlug: u.featureSlug, cycleStartAt: billed.cycleStartAt, quantity: fresh - old, amount, trial: false,
-          description: `${u.featureSlug}: late usage of ${new Date(billed.cycleStartAt).toISOString()} to ${new Date(billed.cycleEndAt).toISOString()} (billed ${quantityText(old)}, now ${quantityText(fresh)})`,
+          description: `${u.featureSlug}: late usage of ${new Date(billed.cycleStartAt).toISOString()} to ${new Date(billed.cycleEndAt).toISOString()} (billed ${formatUnits(old)}, now ${formatUnits(fresh)})`,
         })
         return { ...u, quantity: fresh.toString() }
       })
@@ -278,7 +270,7 @@ export class InvoiceService {
     let lines: StoredLine[] = charges.map((ch) => {
       const amount = ch.amount.toString()
       const base = {
-        entry_id: '', statement_key: statementKey, kind: ch.kind, description: ch.description, quantity: quantityText(ch.quantity), amount,
+        entry_id: '', statement_key: statementKey, kind: ch.kind, description: ch.description, quantity: formatUnits(ch.quantity), amount,
         wallet_credit_id: '', wallet_credit_source: '', wallet_id: '', currency, created_at: createdAt, feature_slug: ch.featureSlug, cycle_start_at: ch.cycleStartAt,
       }
       return ch.trial
@@ -312,7 +304,7 @@ export class InvoiceService {
     const out = new Map<string, bigint>()
     if (!this.history || features.length === 0) return out
     const measured = await cycleUsage(this.history, { projectId, customerId, fromMs, toMs, features })
-    for (const [slug, text] of measured) out.set(slug, text.startsWith('-') ? 0n : toQuantityUnits(truncate8(text)))
+    for (const [slug, units] of measured) out.set(slug, units < 0n ? 0n : units)
     return out
   }
 }
@@ -415,20 +407,6 @@ function decimalOf(n: number): string {
   return n.toFixed(8).replace(/\.?0+$/, '')
 }
 
-/** Decimal text cut to 8 fractional digits (usage_events values are Decimal(38, 8), so nothing is cut in practice). */
-function truncate8(text: string): string {
-  const [whole, fraction] = text.split('.')
-  return fraction === undefined ? whole! : `${whole}.${fraction.slice(0, 8)}`
-}
-
-/** Units of 10^-8 as decimal text ("2500.5", "-3"). */
-export function quantityText(units: bigint): string {
-  const negative = units < 0n
-  const a = negative ? -units : units
-  const fraction = (a % 100_000_000n).toString().padStart(8, '0').replace(/0+$/, '')
-  return `${negative ? '-' : ''}${a / 100_000_000n}${fraction ? `.${fraction}` : ''}`
-}
-
 /**
  * Settles lines from a list of coverers, in order: each covers the `eligible` lines' due amounts,
  * line by line, until its amount is spent. A line covered in part is split in two: the covered
@@ -462,38 +440,15 @@ function cover(
   return out
 }
 
+/** What settled a line, from the wallet's allocation (src/wallet: cash, or a credit by its source). */
 function settlementSourceOf(a: WalletAllocation): SettlementSource {
   switch (a.source) {
-    case 'promo':
-    case 'promotion': return 'promo'
     case 'manual':
     case 'refund':
     case 'goodwill': return 'manual'
     case 'trial': return 'trial'
-    case 'credit_line': return 'credit_line'
-    case 'plan_included': return 'plan_included'
-    case 'cash':
-    case 'cash_wallet':
-    case 'wallet':
-    case 'topup': return 'cash_wallet'
     default: return a.creditId === null ? 'cash_wallet' : 'promo'
   }
-}
-
-/** Accepts the wallet's answer as a value or a Result, amounts as bigint, string or number. */
-function normalizeWallet(answer: unknown): { allocations: WalletAllocation[]; remainingLedger: bigint; walletId?: string } {
-  let value = answer as Record<string, unknown>
-  if (value && typeof value === 'object' && 'ok' in value) {
-    if (value.ok !== true) throw new Error(`wallet refused the invoice: ${String((value as { message?: unknown }).message ?? value.reason)}`)
-    value = value.value as Record<string, unknown>
-  }
-  const allocations = ((value.allocations as Record<string, unknown>[] | undefined) ?? []).map((a) => ({
-    creditId: (a.creditId as string | null | undefined) ?? null,
-    source: String(a.source ?? ''),
-    amountLedger: BigInt(String(a.amountLedger ?? 0)),
-  }))
-  const walletId = typeof value.walletId === 'string' ? value.walletId : undefined
-  return { allocations, remainingLedger: BigInt(String(value.remainingLedger ?? 0)), ...(walletId ? { walletId } : {}) }
 }
 
 /** The invoice's amounts: the exact sums of its lines'. */

@@ -3,16 +3,14 @@
 // Each run works in a throwaway database test_<random>.
 
 import { randomBytes } from 'node:crypto'
-import { mkdtemp, rm } from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { dailyUsage, insertEventsOnce, insertJournalOnce, type JournalRow, type UsageEventRow } from '../../src/clickhouse/events.js'
 import { migrate, migrations } from '../../src/clickhouse/migrations.js'
 import { EmbeddedStore } from '../../src/clickhouse/embedded.js'
 import { clickHouseEventSink } from '../../src/clickhouse/eventSink.js'
 import { sqlLiteral } from '../../src/clickhouse/sql.js'
-import { openClickHouse, type ClickHouseStore } from '../../src/clickhouse/store.js'
+import type { ClickHouseStore } from '../../src/clickhouse/store.js'
+import { openTestStore, type TestStore } from '../support/store.js'
 
 const DAY_MS = 86_400_000
 // 2026-11-10T00:00:00Z and the two days after it.
@@ -36,20 +34,16 @@ const backends: [kind: 'server' | 'embedded'][] = [['server'], ['embedded']]
 
 describe.each(backends)('ClickHouse store: %s', (kind) => {
   let store: ClickHouseStore
-  let dataDir: string
+  let opened: TestStore | undefined
   const database = `test_${randomBytes(6).toString('hex')}`
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), 'metering-chdb-'))
-    store = await openClickHouse({ url: kind === 'server' ? inject('clickhouseUrl') : undefined, dataDir, database })
+    opened = await openTestStore(kind, database)
+    store = opened.store
   })
 
   afterAll(async () => {
-    if (store !== undefined) {
-      await store.exec(`DROP DATABASE IF EXISTS ${database}`).catch(() => undefined)
-      await store.close()
-    }
-    await rm(dataDir, { recursive: true, force: true })
+    await opened?.close()
   })
 
   it('opens the requested backend and database', async () => {

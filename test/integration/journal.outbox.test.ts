@@ -9,9 +9,7 @@
 // this file only. On the Cluster (database 0, shared) the drain is narrowed to the test's project.
 
 import { randomBytes } from 'node:crypto'
-import { mkdtemp, rm } from 'node:fs/promises'
 import os from 'node:os'
-import path from 'node:path'
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { budgetTag } from '../../src/budgets/keys.js'
@@ -29,6 +27,7 @@ import { sweepExpiredHolds } from '../../workers/holdExpiry.js'
 import { startTestGateway } from '../support/gateway.js'
 import { waitFor } from '../support/processes.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
+import { openTestStore, type TestStore } from '../support/store.js'
 
 const SUITE_DB = 12
 const T0 = Date.UTC(2026, 10, 20, 10, 0, 0)
@@ -66,14 +65,13 @@ const backends: ['server' | 'embedded'][] = [['server'], ['embedded']]
 
 describe.each(backends)('journal outbox into ClickHouse (%s)', (kind) => {
   let store: ClickHouseStore
-  let dataDir: string
+  let opened: TestStore | undefined
   let redis: Redis
   const database = `test_${randomBytes(6).toString('hex')}`
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), 'metering-journal-'))
-    store = await openClickHouse({ url: kind === 'server' ? inject('clickhouseUrl') : undefined, dataDir, database })
-    await migrate(store)
+    opened = await openTestStore(kind, database, { migrate: true })
+    store = opened.store
     redis = testRedis()
     await redis.select(SUITE_DB)
     await loadLibrary(redis)
@@ -81,11 +79,7 @@ describe.each(backends)('journal outbox into ClickHouse (%s)', (kind) => {
 
   afterAll(async () => {
     redis?.disconnect()
-    if (store !== undefined) {
-      await store.exec(`DROP DATABASE IF EXISTS ${database}`).catch(() => undefined)
-      await store.close()
-    }
-    await rm(dataDir, { recursive: true, force: true })
+    await opened?.close()
   })
 
   it('writes every kind of movement once, and a replay writes nothing', async () => {

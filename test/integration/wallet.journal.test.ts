@@ -2,16 +2,12 @@
 // wallet_journal (migration 5) and usage_events, exactly once, on clickhouse-server 18.16 and
 // chDB, each in a throwaway database. The drain is narrowed to the test's project.
 import { randomBytes } from 'node:crypto'
-import { mkdtemp, rm } from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
 import type { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { BudgetService } from '../../src/budgets/service.js'
 import { CatalogService } from '../../src/catalog/service.js'
-import { migrate } from '../../src/clickhouse/migrations.js'
 import { canonicalDecimal, sqlLiteral } from '../../src/clickhouse/sql.js'
-import { openClickHouse, type ClickHouseStore } from '../../src/clickhouse/store.js'
+import type { ClickHouseStore } from '../../src/clickhouse/store.js'
 import { manualClock } from '../../src/clock.js'
 import { drainJournal } from '../../src/journal/drain.js'
 import { projectJournalPatterns } from '../../src/journal/keys.js'
@@ -19,30 +15,26 @@ import { RunService } from '../../src/runs/service.js'
 import { WalletService } from '../../src/wallet/service.js'
 import { RUNS_CATALOG } from '../support/runsCatalog.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
+import { openTestStore, type TestStore } from '../support/store.js'
 
 const T0 = Date.UTC(2025, 2, 12, 10, 0, 0)
 const backends: ['server' | 'embedded'][] = [['server'], ['embedded']]
 
 describe.each(backends)('wallet journal into ClickHouse (%s)', (kind) => {
   let store: ClickHouseStore
-  let dataDir: string
+  let opened: TestStore | undefined
   let redis: Redis
   const database = `test_${randomBytes(6).toString('hex')}`
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), 'metering-wallet-'))
-    store = await openClickHouse({ url: kind === 'server' ? inject('clickhouseUrl') : undefined, dataDir, database })
-    await migrate(store)
+    opened = await openTestStore(kind, database, { migrate: true })
+    store = opened.store
     redis = testRedis()
   })
 
   afterAll(async () => {
     redis?.disconnect()
-    if (store !== undefined) {
-      await store.exec(`DROP DATABASE IF EXISTS ${database}`).catch(() => undefined)
-      await store.close()
-    }
-    await rm(dataDir, { recursive: true, force: true })
+    await opened?.close()
   })
 
   it('every wallet movement and accepted run event is stored once', async () => {
