@@ -10,7 +10,7 @@ import { formatUnits } from '../money/decimal.js'
 import { dailyUsageOfFeature, hourlyUsageByFeature, rawUsageByFeature, type FeatureUsage } from './clickhouse.js'
 import { accumulateDaily, forecastUsage, forecastWindow, type ForecastLimit } from './forecast.js'
 import { horizonDaysOf, type UsageForecastRequest, type UsageForecastResponse, type UsageGetRequest, type UsageGetResponse } from './schemas.js'
-import { shapeUsageRows, usageWindow, type PricedUsage } from './usage.js'
+import { addDecimals, shapeUsageRows, usageWindow, type PricedUsage } from './usage.js'
 
 const HOUR_MS = 3_600_000
 /** Budget keys as POST /v1/budgets/upsert takes them (src/http/schemas.ts BudgetKey). */
@@ -96,9 +96,10 @@ export class AnalyticsService {
     const zone = subscription?.ok ? subscription.value.timezone : 'UTC'
     const reset = e.featurePlanVersion.resetConfig
     const cycle = cycleAt(now, e.effectiveAt, e.expiresAt, { interval: reset.resetInterval, count: reset.resetIntervalCount, anchor: reset.resetAnchor }, zone)
-    const used = (await this.usageBetween(projectId, customerId, cycle.start, now))
+    // Summed exactly (0.7 + 0.2 + 0.1 must reach a limit of 1); a number only once summed.
+    const used = Number((await this.usageBetween(projectId, customerId, cycle.start, now))
       .filter((row) => row.feature_slug === featureSlug)
-      .reduce((sum, row) => sum + Number(row.usage), 0)
+      .reduce((sum, row) => addDecimals(sum, row.usage), '0'))
     return { kind: 'entitlement', id: e.id, amount, used, window: reset.resetInterval, resetsAt: cycle.end >= FOREVER_MS ? null : cycle.end }
   }
 

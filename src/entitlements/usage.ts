@@ -29,17 +29,18 @@ export function resetPeriod(view: CustomerView, e: Entitlement, atMs: number): U
   return { startMs: cycle.start, endMs: cycle.end }
 }
 
-const QUANTITY = /^([0-9]+)(?:\.([0-9]{1,8}))?$/
+/** At most 20 integer digits (a Decimal(38, 8) row value with room to sum; Lua pairs stay exact). */
+const QUANTITY = /^([0-9]{1,20})(?:\.([0-9]{1,8}))?$/
 
 /**
- * A property value as units of 10^-8: a finite non-negative number (rounded to 8 fractional
- * digits), or a decimal string with at most 8 fractional digits ("2.5"). Anything else (other
+ * A property value as units of 10^-8: a finite non-negative number below 10^20 (rounded to 8
+ * fractional digits), or a decimal string of at most 20 integer and 8 fractional digits ("2.5"). Anything else (other
  * text, a negative, NaN, a boolean, an object) is undefined: not counted.
  */
 export function quantityUnitsOf(value: unknown): bigint | undefined {
   let text: string
   if (typeof value === 'number') {
-    if (!Number.isFinite(value) || value < 0) return undefined
+    if (!Number.isFinite(value) || value < 0 || value >= 1e20) return undefined
     if (Number.isSafeInteger(value)) return BigInt(value) * UNITS_PER_ONE
     text = Number.isInteger(value) ? BigInt(value).toString() : value.toFixed(8)
   } else if (typeof value === 'string') {

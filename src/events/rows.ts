@@ -1,15 +1,19 @@
 import type { UsageEvent, UsageEventRow } from './types.js'
 
-const DECIMAL = /^-?[0-9]+(\.[0-9]+)?$/
+/** At most 20 integer digits: what a Decimal(38, 8) column holds with room to sum. */
+const DECIMAL = /^-?[0-9]{1,20}(\.[0-9]+)?$/
+const MAX_VALUE = 1e20
 
 /**
- * The value an event counts for: `properties.value` when it is a finite number or a decimal
- * string ("2.5"), else 1 (the event counts once). Documented in src/events/README.md.
+ * The value an event counts for: `properties.value` when it is a finite number below 10^20 in
+ * magnitude or a decimal string of at most 20 integer digits ("2.5"; kept as text when a number
+ * would not hold it exactly), else 1 (the event counts once), so no event's value can overflow
+ * the Decimal(38, 8) column and fail its batch's insert. Documented in src/events/README.md.
  */
-export function eventValue(properties: Record<string, unknown> | undefined): number {
+export function eventValue(properties: Record<string, unknown> | undefined): number | string {
   const value = properties?.value
-  if (typeof value === 'number' && Number.isFinite(value)) return value
-  if (typeof value === 'string' && DECIMAL.test(value)) return Number(value)
+  if (typeof value === 'number' && Number.isFinite(value) && Math.abs(value) < MAX_VALUE) return value
+  if (typeof value === 'string' && DECIMAL.test(value)) return String(Number(value)) === value ? Number(value) : value
   return 1
 }
 

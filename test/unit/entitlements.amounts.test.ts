@@ -15,7 +15,7 @@ describe('quantityUnitsOf', () => {
   ])('%s → %s units', (value, units) => {
     expect(quantityUnitsOf(value)).toBe(units)
   })
-  test.each([[-1], ['-1'], ['1e3'], ['1.123456789'], [''], ['abc'], [Number.NaN], [Number.POSITIVE_INFINITY], [true], [null], [undefined], [{}], [[1]]])('%s is not counted', (value) => {
+  test.each([[-1], ['-1'], ['1e3'], ['1.123456789'], ['123456789012345678901'], [1e20], [1e300], [''], ['abc'], [Number.NaN], [Number.POSITIVE_INFINITY], [true], [null], [undefined], [{}], [[1]]])('%s is not counted', (value) => {
     expect(quantityUnitsOf(value)).toBeUndefined()
   })
 })
