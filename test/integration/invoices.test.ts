@@ -366,7 +366,7 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     // Issued when first drafted; $10 of promo credit applied once.
     expect(final.invoice).toMatchObject({ status: 'unpaid', issue_date: NOV + HOUR_MS, amount_paid: 1000000000, amount_due: 11000000000 })
     const balance = await wallet.balance(p5, 'globex')
-    expect(balance.ok && balance.value.credits.reduce((s, c) => s + Number(c.available.ledger_amount), 0)).toBe(0)
+    expect(balance.ok && balance.value.credits.reduce((s, c) => s + BigInt(c.available.ledger_amount), 0n)).toBe(0n)
   })
 
   test('the worker closes due cycles on its interval at the injected clock', async () => {

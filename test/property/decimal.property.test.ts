@@ -64,7 +64,7 @@ describe('grammar, units and pairs', () => {
       const canonical = formatUnits(parseAmount(text)!)
       expect(canonical).toMatch(CANONICAL)
       expect(formatUnits(parseAmount(canonical)!)).toBe(canonical)
-      expect(Number(canonical)).toBe(Number(text)) // the same number, however it is written
+      expect(parseAmount(canonical)).toBe(parseAmount(text)) // the same amount, however it is written
     }), { numRuns: 1000 })
   })
 
@@ -211,8 +211,6 @@ describe('Lua pair arithmetic agrees with BigInt', () => {
     const total = BigInt(n) * MAX_UNITS
     expect(got.value.balance.limits[0]!.consumed).toBe(formatUnits(total))
     expect(got.value.balance.remaining).toBe(formatUnits(UNITS_PER_ONE - total))
-    // hi of the total is still far below 2^53.
-    expect(toPair(total)[0]).toBeLessThan(Number.MAX_SAFE_INTEGER)
   })
 
   test('authorize and charge at the exact boundary: remaining fits, remaining + 0.00000001 does not', async () => {

@@ -145,7 +145,7 @@ describe('properties', () => {
       let first = 1
       return specs.map(([width], i) => {
         const last = i === specs.length - 1 ? null : first + width - 1
-        const t = tier(first, last, (prices[i]! / 10_000).toFixed(4))
+        const t = tier(first, last, `${Math.trunc(prices[i]! / 10_000)}.${String(prices[i]! % 10_000).padStart(4, '0')}`)
         first += width
         return t
       })
