@@ -58,7 +58,7 @@ for i = 1, n do
   b.limits[i] = l
 end
 b.cfg = table.concat(cfg)
-for _, v in ipairs({ 'num', struct.pack('<' .. string.rep('d', #num), unpack(num)), 'cfg', b.cfg, 'unit', ARGV[3] }) do
+for _, v in ipairs({ 'num', struct.pack(doubles(#num), unpack(num)), 'cfg', b.cfg, 'unit', ARGV[3] }) do
   b.writes[#b.writes + 1] = v
 end
 rollWindows(b, now)

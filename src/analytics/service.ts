@@ -2,10 +2,10 @@ import { rate, toQuantityUnits } from '../billing/rating.js'
 import { FOREVER_MS, cycleAt } from '../catalog/cycles.js'
 import type { Entitlement } from '../catalog/schemas.js'
 import type { BudgetService } from '../budgets/service.js'
-import type { CatalogService } from '../catalog/service.js'
+import { checkProject, type CatalogService } from '../catalog/service.js'
 import type { ClickHouseStore } from '../clickhouse/store.js'
 import type { Clock } from '../clock.js'
-import { failure, success, type Failure, type Result } from '../errors.js'
+import { success, type Result } from '../errors.js'
 import { formatUnits } from '../money/decimal.js'
 import { dailyUsageOfFeature, hourlyUsageByFeature, rawUsageByFeature, type FeatureUsage } from './clickhouse.js'
 import { accumulateDaily, forecastUsage, forecastWindow, type ForecastLimit } from './forecast.js'
@@ -112,7 +112,7 @@ export class AnalyticsService {
    * without such an entitlement (no catalog, no subscription, a disabled customer).
    */
   async usage(projectId: string, body: UsageGetRequest): Promise<Result<UsageGetResponse>> {
-    const refused = otherProject(body.project_id, projectId)
+    const refused = checkProject(body.project_id, projectId)
     if (refused) return refused
     const { from, to } = usageWindow(body.range, this.clock())
     const rows = await this.usageBetween(projectId, body.customer_id, from, to)
@@ -178,7 +178,3 @@ function usageEntitlement(entitlements: Entitlement[], featureSlug: string): Ent
 }
 
 /** The body's project_id, when it names another project than the key's: 403 (main projects do not exist yet). */
-function otherProject(named: string | undefined, projectId: string): Failure | undefined {
-  if (named === undefined || named === projectId) return undefined
-  return failure('forbidden', 'other_project', `The body names project ${named}; this key belongs to another project.`)
-}

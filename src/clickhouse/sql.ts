@@ -28,6 +28,11 @@ export function sqlList(values: ReadonlyArray<string | number | bigint>): string
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/
 
+/** Whether a name is a plain SQL identifier (what sqlIdent accepts). */
+export function isSqlIdent(name: string): boolean {
+  return IDENT.test(name)
+}
+
 /** A database, table or column name. Only plain identifiers are accepted, so no quoting dialect is needed. */
 export function sqlIdent(name: string): string {
   if (!IDENT.test(name)) throw new Error(`not a plain SQL identifier: ${JSON.stringify(name)}`)

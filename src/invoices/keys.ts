@@ -1,4 +1,4 @@
-import { catalogTag } from '../catalog/keys.js'
+import { catalogKey, catalogTag } from '../catalog/keys.js'
 
 /**
  * Every Redis key of invoices, built in one place. All carry the project's catalog hash tag
@@ -22,13 +22,11 @@ export function subscriptionBillingKey(projectId: string, subscriptionId: string
   return `${PREFIX}${catalogTag(projectId)}:invsub:${subscriptionId}`
 }
 
-/** The project's journal outbox (the team's contract: `mg:<tag>:journal`, drained by workers/journal.ts). */
-export function journalKey(projectId: string): string {
-  return `${PREFIX}${catalogTag(projectId)}:journal`
-}
+/** The project's journal outbox (`mg:{cat:<projectId>}:journal`, drained by workers/journal.ts). */
+export { projectJournalKey as journalKey } from '../journal/keys.js'
 
 /** SCAN pattern of every project's catalog hash: how the worker finds the projects to close cycles for. */
-export const CATALOG_PATTERN = `${PREFIX}{cat:*}:catalog`
+export const CATALOG_PATTERN = catalogKey('*')
 
 /** The project id of a catalog hash key found by CATALOG_PATTERN. */
 export function projectOfCatalogKey(key: string): string | undefined {

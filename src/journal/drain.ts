@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Logger } from 'pino'
 import { insertOnceById } from '../clickhouse/events.js'
+import { isSqlIdent } from '../clickhouse/sql.js'
 import type { ClickHouseStore } from '../clickhouse/store.js'
 import { scanMasters } from '../redis/scan.js'
 import { Script, type RedisClient } from '../redis/scripts.js'
@@ -75,7 +76,7 @@ export function parseEntry(entry: string, tables: Record<string, { idColumn: str
     if (typeof r[column] !== 'string' || r[column] === '') return { dead: `row has no ${column}` }
   }
   for (const column of Object.keys(r)) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(column)) return { dead: `bad column name ${JSON.stringify(column)}` }
+    if (!isSqlIdent(column)) return { dead: `bad column name ${JSON.stringify(column)}` }
   }
   return { table, row: r }
 }
@@ -147,6 +148,7 @@ export async function drainJournal(options: DrainOptions): Promise<DrainResult> 
     const held = claimed.filter((c): c is { list: string; entries: string[] } => c !== undefined)
     result.busy += batch.length - held.length
 
+    const now = options.nowMs?.() ?? Date.now()
     const parsed = held.map(({ list, entries }) => ({ list, entries, parsed: entries.map((e) => parseEntry(e, tables)) }))
     const dead: string[] = []
     const rows: { table: string; row: Record<string, unknown> }[] = []
@@ -154,7 +156,7 @@ export async function drainJournal(options: DrainOptions): Promise<DrainResult> 
       result.entries += l.entries.length
       if (l.entries.length >= maxPerList) result.more = true
       l.parsed.forEach((p, i) => {
-        if ('dead' in p) dead.push(JSON.stringify({ list: l.list, entry: l.entries[i], reason: p.dead, atMs: Date.now() }))
+        if ('dead' in p) dead.push(JSON.stringify({ list: l.list, entry: l.entries[i], reason: p.dead, atMs: now }))
         else rows.push(p)
       })
     }
@@ -165,7 +167,7 @@ export async function drainJournal(options: DrainOptions): Promise<DrainResult> 
       result.deadLettered += dead.length
       logger?.error({ entries: dead.length, key: DEAD_LETTER_KEY }, 'journal entries that cannot be inserted were dead-lettered')
     }
-    const stored = await insertJournalRows(store, rows, { tables, nowMs: options.nowMs?.() ?? Date.now(), ...(logger ? { logger } : {}) })
+    const stored = await insertJournalRows(store, rows, { tables, nowMs: now, ...(logger ? { logger } : {}) })
     result.inserted += stored.inserted
     result.skipped += stored.skipped
 

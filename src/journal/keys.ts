@@ -3,11 +3,18 @@
  * scripts that make movements under that tag (so the append is atomic with the movement), and
  * beside it, in the same slot, the claim a drainer holds while it works on the list.
  */
+import { catalogTag } from '../catalog/keys.js'
+
 const PREFIX = 'mg:'
 
 /** The outbox list of a hash tag (`{p/k}` for a budget, `{cat:<projectId>}` for a project). */
 export function journalKey(tag: string): string {
   return `${PREFIX}${tag}:journal`
+}
+
+/** The outbox list of a project's own tag `{cat:<projectId>}` (wallets, runs, invoices). */
+export function projectJournalKey(projectId: string): string {
+  return journalKey(catalogTag(projectId))
 }
 
 /** What the drain scans for (every master of a Cluster). */

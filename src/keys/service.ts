@@ -1,4 +1,5 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { sha256 } from '../catalog/canonical.js'
 import { EventEmitter } from 'node:events'
 import type { Clock } from '../clock.js'
 import { failure, success, type Failure, type Result } from '../errors.js'
@@ -27,7 +28,6 @@ interface Cached {
   cachedAt: number
 }
 
-const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
 const randomId = (prefix: string, bytes: number) => prefix + randomBytes(bytes).toString('base64url').replace(/[-_]/g, 'x')
 
 /**

@@ -165,12 +165,12 @@ async function startOnce(opts: StartRedisServerOptions, port: number): Promise<R
 /**
  * SIGTERM, not SHUTDOWN NOSAVE over a connection: on SIGTERM redis writes and
  * fsyncs the AOF before exiting, which is what durability needs. SIGKILL only
- * if it hangs.
+ * if it hangs (after `graceMs`). Also how the tests stop their clickhouse-server.
  */
-async function terminate(child: ChildProcess, goneP: Promise<void>): Promise<void> {
+export async function terminate(child: ChildProcess, goneP: Promise<void>, graceMs = STOP_GRACE_MS): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return goneP;
   child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
   try {
     await goneP;
   } finally {
@@ -221,7 +221,7 @@ async function findExecutable(name: string): Promise<string | undefined> {
   return undefined;
 }
 
-function delay(ms: number): Promise<void> {
+export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 

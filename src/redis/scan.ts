@@ -1,6 +1,11 @@
 import type { Cluster, Redis } from 'ioredis'
 import type { RedisClient } from './scripts.js'
 
+/** The nodes that hold data: every master of a Cluster, or the one server. */
+export function masters(redis: RedisClient): Redis[] {
+  return (redis as Cluster).isCluster ? (redis as Cluster).nodes('master') : [redis as Redis]
+}
+
 /**
  * Every key matching the globs, on every master of a Cluster (one node otherwise): what the
  * background sweeps (holds, runs, journal lists, invoice cycles) iterate over. SCAN may return a
@@ -8,8 +13,7 @@ import type { RedisClient } from './scripts.js'
  */
 export async function scanMasters(redis: RedisClient, patterns: readonly string[]): Promise<string[]> {
   const found = new Set<string>()
-  const nodes: Redis[] = (redis as Cluster).isCluster ? (redis as Cluster).nodes('master') : [redis as Redis]
-  for (const node of nodes) {
+  for (const node of masters(redis)) {
     for (const pattern of patterns) {
       let cursor = '0'
       do {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { readFileSync, readdirSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import type { Cluster, Redis } from 'ioredis'
+import { masters } from './scan.js'
 
 export type RedisClient = Redis | Cluster
 
@@ -48,7 +49,7 @@ export const LIBRARY_VERSION = library.version
 
 /** Loads the library into Redis (every master of a Cluster). Loading it again is harmless. */
 export async function loadLibrary(redis: RedisClient): Promise<void> {
-  const nodes: Redis[] = (redis as Cluster).isCluster ? (redis as Cluster).nodes('master') : [redis as Redis]
+  const nodes = masters(redis)
   await Promise.all(nodes.map((node) => node.call('FUNCTION', 'LOAD', 'REPLACE', library.text)))
 }
 

@@ -1,4 +1,5 @@
 import { catalogTag } from '../catalog/keys.js'
+import { projectJournalKey } from '../journal/keys.js'
 
 /**
  * Every Redis key of a customer's wallet, built in one place. All carry the project's hash tag
@@ -23,12 +24,10 @@ export function walletKeys(projectId: string, customerId: string): WalletKeys {
   return {
     wallet: `${PREFIX}${tag}:w:${customerId}`,
     credits: `${PREFIX}${tag}:wc:${customerId}`,
-    journal: journalKey(projectId),
+    journal: projectJournalKey(projectId),
     counters: `${PREFIX}${tag}:seq`,
   }
 }
 
-/** The project's journal outbox (`mg:<tag>:journal`). */
-export function journalKey(projectId: string): string {
-  return `${PREFIX}${catalogTag(projectId)}:journal`
-}
+/** The project's journal outbox (`mg:{cat:<projectId>}:journal`). */
+export { projectJournalKey as journalKey } from '../journal/keys.js'

@@ -9,6 +9,7 @@ import { BudgetService, type UpsertInput } from '../../src/budgets/service.js'
 import type { Limit, Window } from '../../src/budgets/types.js'
 import { manualClock } from '../../src/clock.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
+import { prng } from '../support/prng.js'
 
 const MIN = 60_000
 const HOUR = 60 * MIN
@@ -277,16 +278,9 @@ function refPeriod(window: Window, t: number, anchor?: number): { start: number;
   }
 }
 
-/** mulberry32: a small seeded PRNG, so a failure can be replayed with WINDOWS_SEED. */
+/** The seeded PRNG of test/support/prng.ts, so a failure can be replayed with WINDOWS_SEED. */
 function rng(seed: number) {
-  let a = seed >>> 0
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
+  const next = prng(seed)
   return { next, int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo)), pick: <T>(xs: readonly T[]) => xs[Math.floor(next() * xs.length)]! }
 }
 

@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { access, constants, mkdir, readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path'
-import { freePort } from '../../src/redis/embedded.js'
+import { delay, freePort, terminate } from '../../src/redis/embedded.js'
 
 export interface ClickHouseServerHandle {
   /** http://127.0.0.1:PORT, for @clickhouse/client (CLICKHOUSE_URL). */
@@ -148,12 +148,12 @@ async function startOnce(binary: string, dir: string): Promise<ClickHouseServerH
   }
   if (!ready) {
     const log = await readFile(path.join(dir, 'log', 'error.log'), 'utf8').catch(() => '')
-    if (gone === undefined) await terminate(child, goneP)
+    if (gone === undefined) await terminate(child, goneP, STOP_GRACE_MS)
     const how = gone instanceof Error ? gone.message : gone ? `exit ${gone.code ?? gone.signal}` : `no answer in ${READY_TIMEOUT_MS} ms`
     throw new Error(`clickhouse-server (http ${httpPort}, tcp ${tcpPort}) not ready: ${how}\n${output}\n${log.slice(-4_000)}\n(${INSTALL_HINT})`)
   }
   let stopping: Promise<void> | undefined
-  return { url, httpPort, tcpPort, pid: child.pid as number, dir, stop: () => (stopping ??= terminate(child, goneP)) }
+  return { url, httpPort, tcpPort, pid: child.pid as number, dir, stop: () => (stopping ??= terminate(child, goneP, STOP_GRACE_MS)) }
 }
 
 async function answers(url: string): Promise<boolean> {
@@ -165,17 +165,6 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
-async function terminate(child: ChildProcess, goneP: Promise<void>): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return goneP
-  child.kill('SIGTERM')
-  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS)
-  try {
-    await goneP
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
 async function exists(p: string): Promise<string | undefined> {
   try {
     await access(p, constants.X_OK)
@@ -183,8 +172,4 @@ async function exists(p: string): Promise<string | undefined> {
   } catch {
     return undefined
   }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
 }

@@ -3,17 +3,16 @@
 import { Queue } from 'bullmq'
 import { QUEUE_PREFIX } from '../../src/notifications/queue.js'
 import type { RedisClient } from '../../src/redis/scripts.js'
+import { waitFor } from './processes.js'
 
 export async function untilQueuesIdle(connection: RedisClient, names: string[], timeoutMs = 20_000): Promise<void> {
   const queues = names.map((name) => new Queue(name, { connection: connection.duplicate(), prefix: QUEUE_PREFIX }))
   try {
-    const deadline = Date.now() + timeoutMs
-    for (;;) {
-      const counts = await Promise.all(queues.map((q) => q.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children')))
-      if (counts.every((c) => Object.values(c).every((n) => n === 0))) return
-      if (Date.now() > deadline) throw new Error(`queues ${names.join(', ')} not idle within ${timeoutMs} ms: ${JSON.stringify(counts)}`)
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
+    let counts: Record<string, number>[] = []
+    await waitFor(`queues ${names.join(', ')} to be idle`, async () => {
+      counts = await Promise.all(queues.map((q) => q.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children')))
+      return counts.every((c) => Object.values(c).every((n) => n === 0))
+    }, timeoutMs, { intervalMs: 20, detail: () => JSON.stringify(counts) })
   } finally {
     for (const q of queues) {
       await q.close()
