@@ -29,7 +29,10 @@ local id, slug = ARGV[4], ARGV[6]
 local r = runLoad(ctx, id)
 if not r then return { 'run_not_found', 0 } end
 local recordField = 'i:' .. ARGV[5]
-local record = redis.call('HGET', KEYS[11], recordField)
+local costField, usageField = 'l:' .. slug, 'u:' .. slug
+-- The run's data in one read: this key's record, the feature's cost and quantity so far.
+local stored = redis.call('HMGET', KEYS[11], recordField, costField, usageField)
+local record = stored[1]
 if record then return runReply(r, { 'duplicate', tonumber(record) }) end
 if runExpireIfDue(ctx, r) then
   runSave(ctx)
@@ -53,18 +56,16 @@ if flags[1] == '1' or ARGV[7] ~= '1' or denied then
   return runReply(r, { 'entitlement_denied', 0 })
 end
 
-local costField, usageField = 'l:' .. slug, 'u:' .. slug
-local stored = redis.call('HMGET', KEYS[11], costField, usageField)
 local oh, ol = 0, 0
-if stored[1] then
-  local h, l = string.match(stored[1], '^([^|]*)|(.*)$')
+if stored[2] then
+  local h, l = string.match(stored[2], '^([^|]*)|(.*)$')
   oh, ol = tonumber(h), tonumber(l)
 end
 local nh, nl
 if ARGV[8] == 'add' then
   nh, nl = moneyAdd(oh, ol, tonumber(ARGV[9]), tonumber(ARGV[10]))
 else
-  if (stored[2] or '0') ~= ARGV[13] then return { 'stale_usage', 0, stored[2] or '0' } end
+  if (stored[3] or '0') ~= ARGV[13] then return { 'stale_usage', 0, stored[3] or '0' } end
   nh, nl = tonumber(ARGV[9]), tonumber(ARGV[10])
 end
 local cost = runCeilMinor(nh, nl, r.x) - runCeilMinor(oh, ol, r.x)

@@ -198,6 +198,15 @@ export class BudgetService {
     }
   }
 
+  /**
+   * reportLease('report') for a caller that needs no answer (each consume of a leased run): the
+   * same script and crossed notifications, without building the Lease and its Balance.
+   */
+  async reportLeaseProgress(projectId: string, key: string, leaseNumber: string, total: bigint): Promise<void> {
+    const snap = await store.reportLease(this.redis, budgetTag(projectId, key), this.clock(), this.retentionMs, leaseNumber, 'report', total)
+    this.notify(projectId, key, snap)
+  }
+
   /** One sweep step for one budget (see workers/holdExpiry.ts). Returns how many holds expired. */
   async expire(tag: string, max = 1000): Promise<{ expired: number; purged: number }> {
     const snap = await store.expireHolds(this.redis, tag, this.clock(), this.retentionMs, max)

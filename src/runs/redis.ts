@@ -107,7 +107,7 @@ export interface ConsumeArgs {
 /** `treeConsumed`: for an accepted consume in a tree leasing from a budget, what the tree consumed so far (minor units). */
 export async function consumeRun(
   redis: RedisClient, projectId: string, customerId: string, nowMs: number, runId: string, a: ConsumeArgs,
-): Promise<{ reason: string; cost: number; usage?: string; run?: RunState; treeConsumed?: number }> {
+): Promise<{ reason: string; cost: number; usage?: string; run?: RunState; treeConsumed?: string }> {
   const keys = [...keyList(projectId, customerId), ...consumeKeys(projectId, customerId), runDataKey(projectId, runId), usageKey(projectId, customerId)]
   const [hi, lo] = toPair(a.ledger)
   const args = [projectId, customerId, nowMs, runId, a.idempotencyKey, a.featureSlug, a.entitled ? '1' : '0', a.mode, hi, lo, a.catalogVersion, a.subscriptionStatus, a.usageBefore, a.usageAfter, a.row, ...(a.counting ?? [])]
@@ -115,13 +115,13 @@ export async function consumeRun(
   const reason = String(reply[0])
   if (reason === 'stale_usage') return { reason, cost: 0, usage: String(reply[2]) }
   if (reply.length <= 2) return { reason, cost: 0 }
-  const out: { reason: string; cost: number; run: RunState; treeConsumed?: number } = { reason, cost: Number(reply[1]), run: readRun(runId, reply, 2) }
-  if (reply.length > 11) out.treeConsumed = Number(reply[11])
+  const out: { reason: string; cost: number; run: RunState; treeConsumed?: string } = { reason, cost: Number(reply[1]), run: readRun(runId, reply, 2) }
+  if (reply.length > 11) out.treeConsumed = String(reply[11])
   return out
 }
 
 /** The lease settlements an ended leasing root left (`field` → value), all of the project or one run's. */
-export async function leaseSettlements(redis: RedisClient, projectId: string, field?: string): Promise<{ field: string; customerId: string; runId: string; number: string; consumed: number; x: number; budgetKey: string }[]> {
+export async function leaseSettlements(redis: RedisClient, projectId: string, field?: string): Promise<{ field: string; customerId: string; runId: string; number: string; consumed: string; x: number; budgetKey: string }[]> {
   const key = leaseSettlementsKey(projectId)
   let entries: [string, string][]
   if (field === undefined) {
@@ -133,7 +133,7 @@ export async function leaseSettlements(redis: RedisClient, projectId: string, fi
   return entries.map(([f, value]) => {
     const [customerId, runId] = f.split('\t', 2) as [string, string]
     const [number, consumed, x] = value.split('|', 3) as [string, string, string]
-    return { field: f, customerId, runId, number, consumed: Number(consumed), x: Number(x), budgetKey: value.slice(number.length + consumed.length + x.length + 3) }
+    return { field: f, customerId, runId, number, consumed, x: Number(x), budgetKey: value.slice(number.length + consumed.length + x.length + 3) }
   })
 }
 

@@ -224,7 +224,7 @@ export class RunService {
         // The tree's consumption so far into the budget: a second round trip (another slot). A
         // report that fails is repaired by the next one or by the end's settlement (each carries
         // the total, not a difference), so the accepted event stands.
-        await this.budgets?.reportLease(projectId, run.lease.budgetKey, run.lease.number, BigInt(applied.treeConsumed) * 10n ** BigInt(8 - exponentOf(run.currency)), 'report')
+        await this.budgets?.reportLeaseProgress(projectId, run.lease.budgetKey, run.lease.number, BigInt(applied.treeConsumed) * 10n ** BigInt(8 - exponentOf(run.currency)))
           .catch(() => undefined)
       } else if (applied.reason === 'expired') {
         await this.settleIfEnded(projectId, run)
