@@ -1,14 +1,16 @@
 // The ingest worker (workers/ingest.ts) against real Redis: batches queued by the EventService
 // reach an EventSink, failing inserts are retried with backoff, and a batch that fails every
 // attempt lands in the dead-letter queue, where it is listed and replayed.
-// The sink is not a mock: it stores what it receives in a real Redis list (rows) and set (dedup
-// tokens), and the tests read them back. Each test has its own queues, so no other test's
-// worker or gateway shares them.
+// The sink is the real ClickHouse sink (the test clickhouse-server, a throwaway database) with a
+// recorder in front: it notes every insert the worker makes in a real Redis list (rows) and set
+// (dedup tokens), where the tests read them back, and can inject failures before the store.
+// Each test has its own queues, so no other test's worker or gateway shares them.
 import { Queue } from 'bullmq'
 import { pino } from 'pino'
 import type { Redis } from 'ioredis'
-import { afterEach, describe, expect, test } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { inject } from 'vitest'
+import { clickHouseEventSink } from '../../src/clickhouse/eventSink.js'
 import { manualClock } from '../../src/clock.js'
 import { listDeadLetters, replayDeadLetters } from '../../src/events/deadLetters.js'
 import { QUEUE_PREFIX } from '../../src/events/queue.js'
@@ -20,24 +22,30 @@ import { startIngestWorker, type IngestWorker, type MergeOptions } from '../../w
 import { testRedis, uniquePrefix } from '../support/redis.js'
 import { waitFor } from '../support/processes.js'
 import { untilQueuesIdle } from '../support/queues.js'
+import { openTestStore, type TestStore } from '../support/store.js'
 
 const logger = pino({ level: 'silent' })
 
-/** Records every insert in Redis: the rows in a list, the tokens in a set, the calls in a counter. */
-class RedisSink implements EventSink {
+/**
+ * The ClickHouse sink with a recorder in front: every insert it is asked for is noted in Redis
+ * (the rows in a list, the tokens in a set, the calls in a counter), then made in ClickHouse.
+ */
+class RecordingSink implements EventSink {
   /** Inserts that throw before this one succeeds; Infinity: all of them. */
   failuresLeft = 0
   /** An insert holding a row with this event id throws (a batch the store keeps refusing). */
   refuse: string | undefined
+  private readonly store = clickHouseEventSink(history!.store)
   constructor(private readonly redis: Redis, readonly prefix: string) {}
 
-  async insertEvents(rows: UsageEventRow[], dedupToken: string): Promise<void> {
+  async insertEvents(rows: UsageEventRow[], dedupToken: string, options?: { firstAttempt?: boolean }): Promise<void> {
     await this.redis.incr(`${this.prefix}:calls`)
     if (this.failuresLeft > 0) {
       this.failuresLeft--
       throw new Error('sink unavailable')
     }
     if (rows.some((r) => r.event_id === this.refuse)) throw new Error(`the store refuses ${this.refuse}`)
+    await this.store.insertEvents(rows, dedupToken, options)
     await this.redis.multi().rpush(`${this.prefix}:rows`, ...rows.map((r) => JSON.stringify(r))).sadd(`${this.prefix}:tokens`, dedupToken).exec()
   }
 
@@ -52,13 +60,17 @@ class RedisSink implements EventSink {
 
 interface Rig {
   service: EventService
-  sink: RedisSink
+  sink: RecordingSink
   worker: IngestWorker | undefined
   queues: { ingestQueue: string; deadLetterQueue: string }
   redis: Redis
   workerConnection: ReturnType<typeof connectRedis>
   startWorker(merge?: Partial<MergeOptions>): void
 }
+
+let history: TestStore | undefined
+beforeAll(async () => { history = await openTestStore('server', `test_${uniquePrefix()}`, { migrate: true }) })
+afterAll(async () => { await history?.close() })
 
 const open: Rig[] = []
 afterEach(async () => {
@@ -82,7 +94,7 @@ async function rig(attempts: number, cluster = false): Promise<Rig> {
     queueName: queues.ingestQueue, retry: { attempts, backoffMs: 20 },
   })
   const workerConnection = connectRedis(url, 'test-ingest', { blocking: true })
-  const sink = new RedisSink(redis, `test:${prefix}:sink`)
+  const sink = new RecordingSink(redis, `test:${prefix}:sink`)
   const r: Rig = {
     service, sink, worker: undefined, queues, redis, workerConnection,
     startWorker(merge) { r.worker = startIngestWorker({ connection: workerConnection, sink, logger, concurrency: 4, ...queues, ...(merge ? { merge } : {}) }) },
