@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js'
 import { failure, success, type Failure, type Result } from '../errors.js'
-import { formatUnits, UNITS_PER_ONE, ledgerJson } from '../money/decimal.js'
+import { formatUnits, ledgerJson } from '../money/decimal.js'
 import type { RedisClient } from '../redis/scripts.js'
 import { configFailure } from '../catalog/issues.js'
 import { checkDocumentCredits, documentCreditKey, type CreditDoc } from './document.js'
@@ -145,10 +145,9 @@ export function displayAmount(ledger: bigint, currency: string): string {
   const symbol = known?.symbol ?? `${currency} `
   const exponent = known?.exponent ?? 2
   const negative = ledger < 0n
-  const abs = negative ? -ledger : ledger
-  const whole = (abs / UNITS_PER_ONE).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',')
-  let fraction = (abs % UNITS_PER_ONE).toString().padStart(8, '0').replace(/0+$/, '')
-  if (fraction.length < exponent) fraction = fraction.padEnd(exponent, '0')
+  const [digits = '0', exact = ''] = formatUnits(negative ? -ledger : ledger).split('.')
+  const whole = digits.replace(/\B(?=(\d{3})+(?!\d))/g, ',')
+  const fraction = exact.padEnd(exponent, '0')
   const text = fraction === '' ? `${symbol}${whole}` : `${symbol}${whole}.${fraction}`
   return negative ? `-${text}` : text
 }

@@ -1,8 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox'
+import type { Currency } from '../catalog/schemas.js'
 
-/** Currencies a wallet and a run may hold, with their exponents (minor units) and symbols. */
-export const CURRENCIES = { USD: { symbol: '$', exponent: 2 }, EUR: { symbol: '€', exponent: 2 } } as const
-export type WalletCurrency = keyof typeof CURRENCIES
+/** Currencies a wallet and a run may hold: the catalog's (src/catalog/pricing.ts), with their exponents and symbols. */
+export { CURRENCIES } from '../catalog/pricing.js'
+export type WalletCurrency = Currency
 export const WalletCurrencySchema = Type.Union([Type.Literal('USD'), Type.Literal('EUR')], { description: 'ISO 4217 currency code (USD, EUR: exponent 2).' })
 export const DEFAULT_CURRENCY: WalletCurrency = 'USD'
 
