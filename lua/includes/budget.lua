@@ -1,3 +1,5 @@
+--@include money
+--@include window
 -- The budget record: one hash per budget. Everything Lua reads on the hot path is packed as
 -- little-endian doubles with `struct` (exact for integers below 2^53), because turning hash
 -- fields and decimal strings into Lua numbers costs more than the rest of a call.
@@ -44,7 +46,7 @@ end
 
 -- A money pair as canonical decimal text ("12.5", "0.00000001", "0"): units of 10^-8.
 local function moneyText(hi, lo)
-  local digits = (hi > 0) and string.format('%d%014d', hi, lo) or string.format('%d', lo)
+  local digits = moneyDigits(hi, lo)
   if #digits < 9 then digits = string.rep('0', 9 - #digits) .. digits end
   local frac = (string.gsub(string.sub(digits, -8), '0+$', ''))
   if frac == '' then return string.sub(digits, 1, -9) end

@@ -41,10 +41,7 @@ do
     return tonumber(h), tonumber(l)
   end
   local function text(h, l) return string.format('%.0f:%.0f', h, l) end
-  local function units(h, l)
-    if h == 0 then return string.format('%.0f', l) end
-    return string.format('%.0f%014.0f', h, l)
-  end
+  local units = moneyDigits
 
   -- A feature's counters of a period, fresh.
   local function fresh(st, periodStart, periodEnd)

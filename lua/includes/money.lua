@@ -22,3 +22,10 @@ local function moneyCmp(ah, al, bh, bl)
   if al ~= bl then return al < bl and -1 or 1 end
   return 0
 end
+
+-- A pair as the integer text of its units (no exponent form, no float rounding: both halves are
+-- exact integers below 2^53).
+local function moneyDigits(h, l)
+  if h == 0 then return string.format('%.0f', l) end
+  return string.format('%.0f%014.0f', h, l)
+end

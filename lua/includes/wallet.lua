@@ -1,3 +1,4 @@
+--@include money
 -- A customer's wallet (src/wallet/README.md), loaded into a table, changed in memory and written
 -- back by walletSave. Amounts are money pairs at ledger scale 8 (lua/includes/money.lua).
 -- Wallet hash fields: cur (currency), ah/al (cash available), hh/hl (cash held by runs), and
@@ -5,10 +6,8 @@
 -- issuedHi|issuedLo|availableHi|availableLo|heldHi|heldLo" (expiresAtMs 0: never).
 -- Every movement appends a wallet_journal row to the list walletJournalKey (the outbox).
 
-local function walletText(h, l)
-  if h == 0 then return string.format('%.0f', l) end
-  return string.format('%.0f', h) .. string.format('%014.0f', l)
-end
+-- The integer text of a pair (money.lua).
+local walletText = moneyDigits
 
 local function walletCreditBefore(a, b)
   if a.priority ~= b.priority then return a.priority > b.priority end
