@@ -39,6 +39,7 @@ if b.closes >= 0 and b.closes <= now then return answer('budget_closed') end
 local ttl = (ttlSent >= 0) and ttlSent or b.dttl
 if ttl > b.mttl then return answer('ttl_exceeds_max', { '', '', b.mttl }) end
 if not fitsHardLimits(b, ah, al) then return answer('budget_exceeded') end
+if not pairRoom(b, ah) then return answer('amount_overflow') end
 
 b.seq = b.seq + 1
 local id = int(b.seq)

@@ -42,6 +42,7 @@ if mode == 'charge' then
   if not fitsHardLimits(b, ah, al) then return answer('budget_exceeded') end
 end
 
+if not pairRoom(b, ah) then return answer('amount_overflow') end
 consume(b, ah, al, nil)
 journalMovement(b, KEYS, mode, '', int(now) .. ':' .. idem, ah, al, now, idem)
 b.writes[#b.writes + 1] = 'i:' .. idem

@@ -54,6 +54,7 @@ if action == 'open' then
   if b.closes >= 0 and b.closes <= now then return answer('budget_closed') end
   if ttl > b.mttl then return answer('ttl_exceeds_max', { '', '', b.mttl }) end
   if not fitsHardLimits(b, ah, al) then return answer('budget_exceeded') end
+  if not pairRoom(b, ah) then return answer('amount_overflow') end
 
   n = int((tonumber(redis.call('HGET', KEYS[1], 'lseq')) or 0) + 1)
   h = { state = OPEN, hi = ah, lo = al, exp = expiresAt, shi = 0, slo = 0, idem = ARGV[9] }

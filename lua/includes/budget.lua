@@ -305,6 +305,19 @@ local function budgetReply(b, status, s)
   return r
 end
 
+-- Whether what is held, and every limit's consumed + held, can take `amount` and stay exact
+-- pairs (hi below 2^53, carries included): about 9·10^21 of the budget's unit. Only records
+-- (never denied) and holds of a budget without hard limits can get that far; past it the answer
+-- is amount_overflow, never a silently rounded sum.
+local HI_ROOM = 9007199254740990
+local function pairRoom(b, ah)
+  if b.hh + ah >= HI_ROOM then return false end
+  for _, lim in ipairs(b.limits) do
+    if lim.ch + b.hh + ah >= HI_ROOM then return false end
+  end
+  return true
+end
+
 -- Whether every hard limit can take `amount` on top of what is consumed and held.
 local function fitsHardLimits(b, ah, al)
   for _, l in ipairs(b.limits) do

@@ -117,6 +117,8 @@ export class BudgetService {
         return failure('conflict', 'budget_closed', `Budget ${req.key} is past its closesAt and takes no new holds.`)
       case 'ttl_exceeds_max':
         return invalid([{ path: '$.ttlMs', message: `must not exceed the budget's holds.maxTtlMs (${snap.s[2]})` }])
+      case 'amount_overflow':
+        return amountOverflow(req.key)
       case 'budget_exceeded':
         return exceeded(snap, amount, now)
       default:
@@ -168,6 +170,8 @@ export class BudgetService {
         return failure('conflict', 'budget_closed', `Budget ${key} is past its closesAt and takes no new leases.`)
       case 'ttl_exceeds_max':
         return invalid([{ path: '$.ttlMs', message: `must not exceed budget ${key}'s holds.maxTtlMs (${snap.s[2]})` }])
+      case 'amount_overflow':
+        return amountOverflow(key)
       case 'budget_exceeded':
         return exceeded(snap, req.amount, now)
       default:
@@ -271,6 +275,8 @@ export class BudgetService {
         return failure('conflict', 'idempotency_conflict', 'This idempotencyKey was used with a different request.')
       case 'budget_closed':
         return failure('conflict', 'budget_closed', `Budget ${req.key} is past its closesAt.`)
+      case 'amount_overflow':
+        return amountOverflow(req.key)
       case 'budget_exceeded':
         return exceeded(snap, amount, now)
       default:
@@ -339,6 +345,10 @@ function exceeded(snap: Snapshot, amount: bigint, now: number): Failure {
 
 function notFound(key: string): Failure {
   return failure('not_found', 'budget_not_found', `Budget ${key} does not exist in this project.`)
+}
+
+function amountOverflow(key: string): Failure {
+  return failure('conflict', 'amount_overflow', `Budget ${key} cannot count this amount exactly on top of its totals (about 9·10^21 of its unit): nothing was changed.`)
 }
 
 function unexpected(snap: Snapshot): Failure {

@@ -5,7 +5,8 @@
  * ("units"), and reach Lua as two exact doubles: hi = units / 10^14 and lo = units % 10^14.
  * Redis Lua numbers are doubles, so neither half may reach 2^53: the spec's largest amount
  * (19 integer digits, 8 fractional) is below 10^27 units, so hi stays below 10^13 and sums of
- * hundreds of such amounts are still exact. Lua adds and compares the pairs with a carry
+ * up to 900 such amounts are still exact; a budget refuses a sum past that (amount_overflow,
+ * src/budgets/README.md) rather than round it. Lua adds and compares the pairs with a carry
  * (lua/includes/money.lua); it never multiplies or divides them.
  */
 

@@ -213,6 +213,29 @@ describe('Lua pair arithmetic agrees with BigInt', () => {
     expect(got.value.balance.remaining).toBe(formatUnits(UNITS_PER_ONE - total))
   })
 
+  test('a sum that a pair cannot hold exactly is refused (409 amount_overflow), never rounded', async () => {
+    const clock = manualClock(T0)
+    const service = new BudgetService(redis, clock)
+    const key = newBudgetKey()
+    await service.upsert(project, { key, limits: [{ id: 'n', window: 'never', enforce: 'soft', amount: '1' }] })
+    // Each maximum amount adds ~10^13 to the pair's high half: 900 fit below 2^53, the 901st does not.
+    const answers = await Promise.all(Array.from({ length: 900 }, (_, i) =>
+      service.record(project, { key, amount: formatUnits(MAX_UNITS), idempotencyKey: `max${i}` })))
+    expect(answers.every((a) => a.ok)).toBe(true)
+    const total = 900n * MAX_UNITS
+    const over = await service.record(project, { key, amount: formatUnits(MAX_UNITS), idempotencyKey: 'max900' })
+    expect(over.ok || [over.kind, over.reason]).toEqual(['conflict', 'amount_overflow'])
+    const hold = await service.authorize(project, { key, amount: formatUnits(MAX_UNITS), idempotencyKey: 'hold' })
+    expect(hold.ok || hold.reason).toBe('amount_overflow')
+    const got = await service.get(project, key)
+    if (!got.ok) throw new Error(got.reason)
+    expect([got.value.balance.limits[0]!.consumed, got.value.balance.held]).toEqual([formatUnits(total), '0'])
+    // Smaller amounts still fit, exactly.
+    expect((await service.record(project, { key, amount: '1', idempotencyKey: 'one' })).ok).toBe(true)
+    const after = await service.get(project, key)
+    expect(after.ok && after.value.balance.limits[0]!.consumed).toBe(formatUnits(total + UNITS_PER_ONE))
+  })
+
   test('authorize and charge at the exact boundary: remaining fits, remaining + 0.00000001 does not', async () => {
     const clock = manualClock(T0)
     const service = new BudgetService(redis, clock)
