@@ -186,6 +186,12 @@ export class RunService {
       const usageBefore = pricing && !pricing.linear ? this.usage.get(usageKey) ?? '0' : '0'
       const usageAfter = pricing && !pricing.linear ? (BigInt(usageBefore) + quantity).toString() : '0'
       const ledger = !pricing ? 0n : pricing.linear ? pricing.cost(quantity) : pricing.cost(BigInt(usageAfter))
+      // No run holds more than 2^53 − 1 minor units: an event (or, tiered, the feature's total)
+      // costing more can never fit, and its cost would not stay exact in Lua, so it is refused here.
+      if (ledger > MAX_RUN_LEDGER[exponentOf(index.currency)]!) {
+        const path = pricing!.meter.aggregationMethod === 'count' ? '$.featureSlug' : `$.properties.${pricing!.meter.aggregationField}`
+        return invalid([{ path, message: 'the event would cost more than any run can hold (2^53 − 1 minor units)' }])
+      }
       const usageRow: UsageEventRow = {
         event_id: input.id ?? `${runId}:${input.idempotencyKey}`,
         project_id: projectId,
@@ -344,6 +350,9 @@ export function toRun(r: store.RunState): Run {
     ...(r.lease ? { budgetKey: r.lease.budgetKey, leaseId: `l_${r.lease.number}` } : {}),
   }
 }
+
+/** 2^53 − 1 minor units at ledger scale 8, by the currency's exponent. */
+const MAX_RUN_LEDGER = [0, 1, 2, 3, 4, 5, 6, 7, 8].map((x) => BigInt(Number.MAX_SAFE_INTEGER) * 10n ** BigInt(8 - x))
 
 function exponentOf(currency: string): number {
   return CURRENCIES[currency as WalletCurrency]?.exponent ?? 2

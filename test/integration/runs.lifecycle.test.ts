@@ -133,6 +133,10 @@ describe('run lifecycle', () => {
     expect((await gw.post('/v1/access/update', { customerId: 'acme', updates: { customerDisabled: false } }, s.apiKey)).status).toBe(200)
     // a missing meter property is 400, a run of no one is 404
     expectError(await s.consume(run.runId, { featureSlug: 'tokens', idempotencyKey: 'bad', properties: {} }), 400, 'BAD_REQUEST', 'https://docs.metering.dev')
+    // an event costing more than any run can hold (10^20 tokens ≈ 10^19 cents) is 400 too, counted nowhere
+    const huge = await s.consume(run.runId, { featureSlug: 'tokens', idempotencyKey: 'huge', properties: { tokens: '100000000000000000000' } })
+    expectError(huge, 400, 'BAD_REQUEST', 'https://docs.metering.dev')
+    expect(huge.body.error.details.issues[0].path).toBe('$.properties.tokens')
     expectError(await s.consume('run_999', { featureSlug: 'calls', idempotencyKey: 'z' }), 404, 'NOT_FOUND', 'https://docs.metering.dev')
     // expired: at the deadline the run expires (lazily, on this touch), its consumption is captured
     gw.clock.set(run.expiresAt)
