@@ -28,7 +28,7 @@ import { runLoad, type Step } from './lib/load.js';
 import type { BenchOptions } from './lib/options.js';
 import { clockTicks, freePort, procCpuUs, spawnTs, stopAll, systemBusyUs, waitForHttp200, type Child } from './lib/proc.js';
 import { startBenchRedis, type BenchRedis } from './lib/redis.js';
-import { machineInfo } from './lib/report.js';
+import { f, int, machineInfo } from './lib/report.js';
 import { chText, IngestMonitor } from './lib/ingestMonitor.js';
 import { printIngestReport, writeIngestReport, type IngestLeg, type IngestReport, type IngestTarget } from './lib/ingestReport.js';
 
@@ -703,6 +703,4 @@ function targets(legs: IngestLeg[]): IngestTarget[] {
   ];
 }
 
-const int = (v: number | undefined | null): string => (v === undefined || v === null || !Number.isFinite(v) ? '—' : Math.round(v).toLocaleString('en-US'));
-const f = (v: number | undefined | null, d = 1): string => (v === undefined || v === null || !Number.isFinite(v) ? '—' : v.toFixed(d));
 
