@@ -213,6 +213,14 @@ async function peerLeg(c: LegContext): Promise<LegResult[]> {
   }
 }
 
+const GATEWAY_ENTRY = 'src/bin/gateway.ts';
+
+/** The gateway's entry in another checkout (`B_ROOT`): older ones started from src/bin/gateway.ts. */
+function gatewayEntryOf(root: string): string {
+  const entry = path.join(root, GATEWAY_ENTRY);
+  return existsSync(entry) ? entry : path.join(root, 'src/bin/gateway.ts');
+}
+
 // (1) Ours: one gateway + Redis for both of its legs. The pair leg runs first:
 // the authorize-only leg leaves open holds behind (they expire after the
 // budget's default TTL), which must not weigh on another leg.
@@ -222,14 +230,14 @@ async function oursLegs(
   extraEnv: Record<string, string> = {},
   root = process.env.A_ROOT,
 ): Promise<LegResult[]> {
-  if (!existsSync('src/main.ts')) throw new Error('src/main.ts not found (gateway not written yet?)');
+  if (!existsSync(GATEWAY_ENTRY)) throw new Error(`${GATEWAY_ENTRY} not found`);
   const redis = await startBenchRedis(path.join(c.tmp, 'redis-ours'));
   c.redisVersion = redis.version;
   try {
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
     const rootKey = randomBytes(24).toString('hex');
-    const server = spawnTs('gateway', root ? path.join(root, 'src/main.ts') : 'src/main.ts', {
+    const server = spawnTs('gateway', root ? gatewayEntryOf(root) : GATEWAY_ENTRY, {
       ...extraEnv,
       PORT: String(port),
       REDIS_URL: redis.url,

@@ -13,7 +13,7 @@
 //   drain            the worker stopped while a batch load builds a backlog, then started:
 //                    how fast the backlog reaches ClickHouse
 // Redis is flushed after the ceilings. The gateway runs with METERING_INGEST_WORKER=0 and the
-// ingest worker runs as its own process (`workers/main.ts`, CLICKHOUSE_URL = the child), so it
+// ingest worker runs as its own process (`src/bin/worker.ts`, CLICKHOUSE_URL = the child), so it
 // can be stopped for the drain leg and its CPU is read apart from the gateway's. During single
 // and batch the bench polls `count()` of the leg's own project every 100 ms (drain over time)
 // and looks up sampled event ids (lag from accept to queryable).
@@ -280,9 +280,9 @@ async function insertLeg(
   once: boolean,
 ): Promise<IngestLeg> {
   const label = once ? 'insertEventsOnce (server)' : `ClickHouse insert (${kind})`;
-  const { openClickHouse } = await import('../src/clickhouse/store.js');
-  const { migrate } = await import('../src/clickhouse/migrations.js');
-  const { insertEventsOnce } = await import('../src/clickhouse/events.js');
+  const { openClickHouse } = await import('../src/infra/clickhouse/store.js');
+  const { migrate } = await import('../src/infra/clickhouse/migrations.js');
+  const { insertEventsOnce } = await import('../src/infra/clickhouse/tables.js');
   type Row = Parameters<typeof insertEventsOnce>[1][number];
   // A database of its own: the gateway legs count rows of their own projects in `default`.
   const database = once ? 'bench_insert_once' : `bench_insert_${kind}`;
@@ -350,7 +350,7 @@ async function newProject(base: string, rootKey: string, name: string): Promise<
 }
 
 function startWorker(redisUrl: string, chUrl: string, tmp: string, concurrency: number | undefined): Child {
-  return spawnTs('worker', 'workers/main.ts', {
+  return spawnTs('worker', 'src/bin/worker.ts', {
     REDIS_URL: redisUrl,
     CLICKHOUSE_URL: chUrl,
     METERING_DATA_DIR: path.join(tmp, 'worker'),
@@ -370,7 +370,7 @@ async function gatewayLegs(
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const rootKey = randomBytes(24).toString('hex');
-  const gateway = spawnTs('gateway', 'src/main.ts', {
+  const gateway = spawnTs('gateway', 'src/bin/gateway.ts', {
     PORT: String(port),
     REDIS_URL: redis.url,
     CLICKHOUSE_URL: ch.url,
@@ -569,7 +569,7 @@ async function loadLeg(ctx: GwContext, mode: 'single' | 'batch'): Promise<Ingest
     cpuPct: { ...cpu.pct, bench: cpu.clientPct },
     otherCpuPct: cpu.otherPct,
     ingestJobs: jobs,
-    note: `${int(jobs)} ingest jobs (group commits): ${f(acceptedTotal / Math.max(1, jobs), 0)} events per job, ${int(jobs / r.wallS)} jobs/s; the worker merges jobs into shared ClickHouse inserts (workers/ingest.ts)`,
+    note: `${int(jobs)} ingest jobs (group commits): ${f(acceptedTotal / Math.max(1, jobs), 0)} events per job, ${int(jobs / r.wallS)} jobs/s; the worker merges jobs into shared ClickHouse inserts (src/workers/ingest.ts)`,
     series: thin(series),
   };
 }
@@ -630,7 +630,7 @@ async function drainLeg(ctx: GwContext, stopWorker: () => Promise<void>, restart
     },
     cpuPct: { ...w.pct, bench: w.clientPct },
     otherCpuPct: w.otherPct,
-    note: `worker = workers/main.ts, METERING_INGEST_CONCURRENCY ${opts.workerConcurrency ?? 'default (4)'}; timed from the first stored row to the last`,
+    note: `worker = src/bin/worker.ts, METERING_INGEST_CONCURRENCY ${opts.workerConcurrency ?? 'default (4)'}; timed from the first stored row to the last`,
     series: thin(mon.series),
   };
 }

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 
 export const HOST = '127.0.0.1';
 
-export { freePort } from '../../src/redis/embedded.js';
+export { freePort } from '../../src/infra/redis/embedded.js';
 
 export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

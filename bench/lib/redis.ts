@@ -28,7 +28,7 @@ export async function startBenchRedis(dataDir: string): Promise<BenchRedis> {
     // Prefer the project's own launcher (same flags as production: AOF on,
     // appendfsync everysec). Imported lazily so the bench still works if it
     // is missing or broken while src/ is being written.
-    const mod = (await import('../../src/redis/embedded.js')) as {
+    const mod = (await import('../../src/infra/redis/embedded.js')) as {
       startRedisServer(o: { dataDir: string; appendOnly?: boolean; extraArgs?: string[] }): Promise<{
         url: string;
         pid: number;
@@ -42,7 +42,7 @@ export async function startBenchRedis(dataDir: string): Promise<BenchRedis> {
       extraArgs: ['--appendfsync', 'everysec', '--auto-aof-rewrite-percentage', '0'],
     });
   } catch (err) {
-    console.warn(`  (src/redis/embedded.ts unusable: ${(err as Error).message.split('\n')[0]}; spawning redis-server directly)`);
+    console.warn(`  (src/infra/redis/embedded.ts unusable: ${(err as Error).message.split('\n')[0]}; spawning redis-server directly)`);
     handle = await spawnRedis(dataDir);
   }
   const admin = new Redis(handle.url, { lazyConnect: false, maxRetriesPerRequest: 1 });

@@ -1,10 +1,10 @@
 // The ClickHouse reads of the analytics routes, one query per function. They run on chDB and on
-// clickhouse-server 18.16 alike (src/clickhouse/README.md): sums are taken with sum() and GROUP BY
+// clickhouse-server 18.16 alike (src/infra/clickhouse/README.md): sums are taken with sum() and GROUP BY
 // because the SummingMergeTree aggregates fold only when parts merge; aliases differ from column
 // names; decimals come back through toString().
 
-import { sqlIdent, sqlLiteral } from '../clickhouse/sql.js'
-import type { ClickHouseStore } from '../clickhouse/store.js'
+import { sqlIdent, sqlLiteral } from '../infra/clickhouse/sql.js'
+import type { ClickHouseStore } from '../infra/clickhouse/store.js'
 import { isoDay } from './forecast.js'
 
 const HOUR_MS = 3_600_000

@@ -3,17 +3,17 @@ import { FOREVER_MS, cycleAt } from '../catalog/cycles.js'
 import type { Entitlement } from '../catalog/schemas.js'
 import type { BudgetService } from '../budgets/service.js'
 import { checkProject, type CatalogService } from '../catalog/service.js'
-import type { ClickHouseStore } from '../clickhouse/store.js'
-import type { Clock } from '../clock.js'
-import { success, type Result } from '../errors.js'
-import { formatUnits } from '../money/decimal.js'
+import type { ClickHouseStore } from '../infra/clickhouse/store.js'
+import type { Clock } from '../kernel/clock.js'
+import { success, type Result } from '../kernel/errors.js'
+import { formatUnits } from '../kernel/money.js'
 import { dailyUsageOfFeature, hourlyUsageByFeature, rawUsageByFeature, type FeatureUsage } from './clickhouse.js'
 import { accumulateDaily, forecastUsage, forecastWindow, type ForecastLimit } from './forecast.js'
 import { horizonDaysOf, type UsageForecastRequest, type UsageForecastResponse, type UsageGetRequest, type UsageGetResponse } from './schemas.js'
 import { addDecimals, shapeUsageRows, usageWindow, type PricedUsage } from './usage.js'
 
 const HOUR_MS = 3_600_000
-/** Budget keys as POST /v1/budgets/upsert takes them (src/http/schemas.ts BudgetKey). */
+/** Budget keys as POST /v1/budgets/upsert takes them (src/kernel/schema.ts BudgetKey). */
 const BUDGET_KEY = /^[A-Za-z0-9][A-Za-z0-9:/_.@-]*$/
 
 /** A customer's entitlement limit for a feature in the period holding `now`, with the period's usage so far. */

@@ -1,5 +1,5 @@
 import type { FeatureConfig, FeatureType, Price, Tier } from '../catalog/schemas.js'
-import { SCALE, UNITS_PER_ONE } from '../money/decimal.js'
+import { SCALE, UNITS_PER_ONE } from '../kernel/money.js'
 
 /**
  * Rating: the exact price of a quantity for a period under a feature plan version's config

@@ -1,4 +1,4 @@
-import { formatUnits } from '../money/decimal.js'
+import { formatUnits } from '../kernel/money.js'
 import type { Blocked, Remedy } from './types.js'
 import type { LimitState } from './redis.js'
 

@@ -1,5 +1,5 @@
-import { fromPair, toPair } from '../money/decimal.js'
-import { Script, type RedisClient } from '../redis/scripts.js'
+import { fromPair, toPair } from '../kernel/money.js'
+import { Script, type RedisClient } from '../infra/redis/scripts.js'
 import { budgetKeys } from './keys.js'
 import type { Enforce, Window } from './types.js'
 

@@ -1,7 +1,7 @@
-import type { Clock } from '../clock.js'
-import { failure, invalid, success, type Failure, type Issue, type Result } from '../errors.js'
-import { formatUnits, fromPair, parseAmount } from '../money/decimal.js'
-import type { RedisClient } from '../redis/scripts.js'
+import type { Clock } from '../kernel/clock.js'
+import { failure, invalid, success, type Failure, type Issue, type Result } from '../kernel/errors.js'
+import { formatUnits, fromPair, parseAmount } from '../kernel/money.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
 import { explainDenial } from './denial.js'
 import { budgetTag } from './keys.js'
 import * as store from './redis.js'
@@ -211,7 +211,7 @@ export class BudgetService {
     this.notify(projectId, key, snap)
   }
 
-  /** One sweep step for one budget (see workers/holdExpiry.ts). Returns how many holds expired. */
+  /** One sweep step for one budget (see src/workers/holdExpiry.ts). Returns how many holds expired. */
   async expire(tag: string, max = 1000): Promise<{ expired: number; purged: number }> {
     const snap = await store.expireHolds(this.redis, tag, this.clock(), this.retentionMs, max)
     if (snap.status === 'budget_not_found') return { expired: 0, purged: 0 }

@@ -1,7 +1,7 @@
 import { Kind, Type, type Static, type TSchema } from '@sinclair/typebox'
 import { upsertBudget } from '../http/routes/budgets/upsert.js'
-import { EpochMs, strictObject } from '../http/schemas.js'
-import { compile } from '../http/validation.js'
+import { EpochMs, strictObject } from '../kernel/schema.js'
+import { compile } from '../kernel/validation.js'
 import { CreditDocInput } from '../wallet/document.js'
 import {
   AggregationMethodSchema, BillingIntervalSchema, CollectionMethodSchema, CreditLinePolicySchema, CurrencySchema,

@@ -1,4 +1,4 @@
-import { failure, type Failure } from '../errors.js'
+import { failure, type Failure } from '../kernel/errors.js'
 import { MAX_ISSUES } from './document.js'
 import type { ConfigIssue, IssueKind } from './types.js'
 

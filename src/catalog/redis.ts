@@ -1,4 +1,4 @@
-import { Script, type RedisClient } from '../redis/scripts.js'
+import { Script, type RedisClient } from '../infra/redis/scripts.js'
 import { catalogKey, customerKey } from './keys.js'
 import type { SubscriptionStatus } from './schemas.js'
 import type { AccessFlags, CatalogIndex, CustomerSource, CustomerView, StoredCatalog } from './types.js'

@@ -1,4 +1,4 @@
-import type { Issue } from '../errors.js'
+import type { Issue } from '../kernel/errors.js'
 import type { Stamps } from './canonical.js'
 import type { Cadence } from './cycles.js'
 import type {

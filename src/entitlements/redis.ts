@@ -1,7 +1,7 @@
 import { customerKey } from '../catalog/keys.js'
 import { flagsOf } from '../catalog/redis.js'
 import type { AccessFlags, CustomerView } from '../catalog/types.js'
-import { Script, type RedisClient } from '../redis/scripts.js'
+import { Script, type RedisClient } from '../infra/redis/scripts.js'
 import { usageKey } from './keys.js'
 import type { EntitlementUsageCall } from './usage.js'
 

@@ -2,7 +2,7 @@ import { cycleAt } from '../catalog/cycles.js'
 import type { AggregationMethod, Entitlement, Grant, MeterConfig, OverageStrategy } from '../catalog/schemas.js'
 import type { AccessFlags, CustomerView } from '../catalog/types.js'
 import { entitlementsAt } from '../catalog/views.js'
-import { formatUnits, fromPair, toPair, UNITS_PER_ONE } from '../money/decimal.js'
+import { formatUnits, fromPair, toPair, UNITS_PER_ONE } from '../kernel/money.js'
 import { entitlementStateKey, usageKey } from './keys.js'
 
 /**

@@ -1,5 +1,5 @@
 import { Queue, type Job } from 'bullmq'
-import type { RedisClient } from '../redis/scripts.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
 import { BATCH_JOB, DEAD_LETTER_QUEUE, DEFAULT_RETRY, INGEST_QUEUE, QUEUE_PREFIX, ingestJobOptions, type RetryPolicy } from './queue.js'
 import type { IngestJobData } from './types.js'
 

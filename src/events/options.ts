@@ -1,6 +1,6 @@
 import type { BatcherOptions } from './batcher.js'
 import { DEFAULT_RETRY, INGEST_QUEUE, type RetryPolicy } from './queue.js'
-import { envInt } from '../env.js'
+import { envInt } from '../kernel/env.js'
 
 /** The rules and tuning of ingestion, with their defaults and environment variables. */
 export interface EventOptions {

@@ -2,7 +2,7 @@ import { QUEUE_PREFIX } from '../notifications/queue.js'
 
 /** The BullMQ queues of ingestion, under the same hash-tagged prefix as every queue of the service. */
 export { QUEUE_PREFIX }
-/** Batches of accepted raw events, consumed by workers/ingest.ts. */
+/** Batches of accepted raw events, consumed by src/workers/ingest.ts. */
 export const INGEST_QUEUE = 'usage-events'
 /** Batches whose every attempt failed; listed and replayed with src/events/deadLetters.ts. */
 export const DEAD_LETTER_QUEUE = 'usage-dlq'

@@ -1,7 +1,7 @@
 import { customerKey } from '../catalog/keys.js'
 import { entitlementStateKey, usageKey } from '../entitlements/keys.js'
 import type { EventCount } from '../entitlements/usage.js'
-import { Script, type RedisClient } from '../redis/scripts.js'
+import { Script, type RedisClient } from '../infra/redis/scripts.js'
 import { claimDayKey, dedupBucketKey, dedupShard } from './keys.js'
 
 /** Storage adapter of the dedup window: one script per function, one round trip each. */

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { EventSlug } from '../catalog/document.js'
-import { IdempotencyKey, strictObject } from '../http/schemas.js'
+import { IdempotencyKey, strictObject } from '../kernel/schema.js'
 
 /** One raw usage event: the body of POST /v1/usage/record and an element of record-batch's `events`. */
 export const UsageEventInput = strictObject({

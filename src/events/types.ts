@@ -47,7 +47,7 @@ export interface UsageEventRow {
 }
 
 /**
- * Where the ingest worker writes events: the ClickHouse store (src/clickhouse/) implements it.
+ * Where the ingest worker writes events: the ClickHouse store (src/infra/clickhouse/) implements it.
  * `dedupToken` is the same for every retry and replay of one job: a store with insert
  * deduplication drops a repeated insert, and the table keyed by event id drops the rest.
  * Must throw unless every row is durably stored.

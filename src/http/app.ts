@@ -1,15 +1,15 @@
 import { randomBytes } from 'node:crypto'
 import type { Logger } from 'pino'
 import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp } from 'uWebSockets.js'
-import { failure, invalid, type Failure, type Result } from '../errors.js'
+import { failure, invalid, type Failure, type Result } from '../kernel/errors.js'
 import { hasScope } from '../keys/service.js'
 import type { RateLimiter } from '../ratelimit/limiter.js'
-import type { Services } from '../services.js'
+import type { Services } from './services.js'
 import { readBody } from './body.js'
 import { errorResponse, statusLine, type ErrorLike } from './errors.js'
 import type { Metrics } from './metrics.js'
 import type { AnyRoute, Principal, RawRoute } from './route.js'
-import { compile, type Validator } from './validation.js'
+import { compile, type Validator } from '../kernel/validation.js'
 
 export interface HttpOptions {
   routes: readonly AnyRoute[]

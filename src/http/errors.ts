@@ -1,4 +1,4 @@
-import type { FailureKind } from '../errors.js'
+import type { FailureKind } from '../kernel/errors.js'
 
 /** The one place where a domain failure becomes an HTTP status and the spec's error envelope. */
 const STATUS: Record<FailureKind | 'method_not_allowed', [status: number, line: string, code: string]> = {

@@ -1,4 +1,4 @@
-import type { Script } from '../redis/scripts.js'
+import type { Script } from '../infra/redis/scripts.js'
 
 /** Latency bucket bounds in seconds, Prometheus style. */
 const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]

@@ -1,7 +1,7 @@
 import type { TSchema } from '@sinclair/typebox'
 import { ERROR_STATUSES } from './errors.js'
 import type { AnyRoute } from './route.js'
-import { ErrorEnvelope } from './schemas.js'
+import { ErrorEnvelope } from '../kernel/schema.js'
 
 /** Strips TypeBox's symbol keys and `$id`s so the schema is plain JSON Schema. */
 function plain(schema: TSchema): unknown {

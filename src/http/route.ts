@@ -1,6 +1,6 @@
 import type { Static, TSchema } from '@sinclair/typebox'
-import type { Result } from '../errors.js'
-import type { Services } from '../services.js'
+import type { Result } from '../kernel/errors.js'
+import type { Services } from './services.js'
 
 /** Who is calling: the operator's root key, a project's API key with its scopes, or nobody (public routes). */
 export type Principal =

@@ -1,11 +1,11 @@
 // The ClickHouse reads of invoices, one query per function. They run on chDB and on
-// clickhouse-server 18.16 alike (src/clickhouse/README.md): aliases differ from column names,
+// clickhouse-server 18.16 alike (src/infra/clickhouse/README.md): aliases differ from column names,
 // decimals come back through toString() and canonicalDecimal().
 
 import type { AggregationMethod } from '../catalog/schemas.js'
-import { canonicalDecimal, sqlIdent, sqlList, sqlLiteral } from '../clickhouse/sql.js'
-import type { ClickHouseStore } from '../clickhouse/store.js'
-import { UNITS_PER_ONE } from '../money/decimal.js'
+import { canonicalDecimal, sqlIdent, sqlList, sqlLiteral } from '../infra/clickhouse/sql.js'
+import type { ClickHouseStore } from '../infra/clickhouse/store.js'
+import { UNITS_PER_ONE } from '../kernel/money.js'
 
 /** One usage feature to measure: the rows whose feature_slug is the feature's slug or its meter's event slug. */
 export interface MeteredFeature {

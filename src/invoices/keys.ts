@@ -22,7 +22,7 @@ export function subscriptionBillingKey(projectId: string, subscriptionId: string
   return `${PREFIX}${catalogTag(projectId)}:invsub:${subscriptionId}`
 }
 
-/** The project's journal outbox (`mg:{cat:<projectId>}:journal`, drained by workers/journal.ts). */
+/** The project's journal outbox (`mg:{cat:<projectId>}:journal`, drained by src/workers/journal.ts). */
 export { projectJournalKey as journalKey } from '../journal/keys.js'
 
 /** SCAN pattern of every project's catalog hash: how the worker finds the projects to close cycles for. */

@@ -1,4 +1,4 @@
-import { Script, type RedisClient } from '../redis/scripts.js'
+import { Script, type RedisClient } from '../infra/redis/scripts.js'
 import { invoiceKey, journalKey, subscriptionBillingKey } from './keys.js'
 import type { BilledCycle, InvoiceStatus, StoredInvoice, StoredLine } from './types.js'
 

@@ -1,5 +1,5 @@
-import type { Clock } from '../clock.js'
-import type { RedisClient } from '../redis/scripts.js'
+import type { Clock } from '../kernel/clock.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
 import { WalletService } from '../wallet/service.js'
 import type { InvoiceWallet } from './types.js'
 

@@ -3,11 +3,11 @@
 
 import { randomBytes } from 'node:crypto'
 import type { Logger } from 'pino'
-import { insertOnceById } from '../clickhouse/events.js'
-import { isSqlIdent } from '../clickhouse/sql.js'
-import type { ClickHouseStore } from '../clickhouse/store.js'
-import { scanMasters } from '../redis/scan.js'
-import { Script, type RedisClient } from '../redis/scripts.js'
+import { insertOnceById } from '../infra/clickhouse/tables.js'
+import { isSqlIdent } from '../infra/clickhouse/sql.js'
+import type { ClickHouseStore } from '../infra/clickhouse/store.js'
+import { scanMasters } from '../infra/redis/scan.js'
+import { Script, type RedisClient } from '../infra/redis/scripts.js'
 import { DEAD_LETTER_KEY, JOURNAL_PATTERN, claimKey, isJournalKey } from './keys.js'
 import { journalTables } from './tables.js'
 

@@ -1,9 +1,9 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { sha256 } from '../catalog/canonical.js'
 import { EventEmitter } from 'node:events'
-import type { Clock } from '../clock.js'
-import { failure, success, type Failure, type Result } from '../errors.js'
-import type { RedisClient } from '../redis/scripts.js'
+import type { Clock } from '../kernel/clock.js'
+import { failure, success, type Failure, type Result } from '../kernel/errors.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
 import type { Principal } from '../http/route.js'
 import { REVOCATION_CHANNEL, apiKeyIdKey, apiKeyKey, projectKey } from './keys.js'
 

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino'
 import type { AnalyticsService } from '../analytics/service.js'
-import type { Clock } from '../clock.js'
+import type { Clock } from '../kernel/clock.js'
 import type { UsageEventRow } from '../events/types.js'
-import type { RedisClient } from '../redis/scripts.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
 import { limitReachedKey } from './keys.js'
 import { notificationIdOf, type LimitReached } from './queue.js'
 

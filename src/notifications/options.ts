@@ -1,5 +1,5 @@
 import { NOTIFICATIONS_QUEUE, WEBHOOK_DELIVERIES_QUEUE } from './queue.js'
-import { envInt } from '../env.js'
+import { envInt } from '../kernel/env.js'
 
 /** How notifications are queued and webhooks delivered, with their defaults and environment variables. */
 export interface NotificationOptions {

@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto'
 import { Queue } from 'bullmq'
 import type { Logger } from 'pino'
 import type { Crossed } from '../budgets/types.js'
-import type { RedisClient } from '../redis/scripts.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
 
 /** The hash-tagged prefix keeps each BullMQ queue in one Cluster slot, as BullMQ requires there. */
 export const QUEUE_PREFIX = '{mg-queue}'
@@ -52,7 +52,7 @@ export function notificationIdOf(name: string): string {
 const JOB_OPTIONS = { removeOnComplete: 1000, removeOnFail: 5000, attempts: 5, backoff: { type: 'exponential', delay: 1000 } } as const
 
 /**
- * Queues notifications as BullMQ jobs for the notification worker (workers/notifications.ts),
+ * Queues notifications as BullMQ jobs for the notification worker (src/workers/notifications.ts),
  * which fans each one out to the project's webhook endpoints. Budget crossings are queued after
  * the answer is on its way, never on the request's critical path; a failure to queue them is
  * logged, not raised to the caller.

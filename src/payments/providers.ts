@@ -1,4 +1,4 @@
-import { failure, type Result } from '../errors.js'
+import { failure, type Result } from '../kernel/errors.js'
 
 /** The provider codes of spec 4.6: the gateway's own sandbox and two external providers. */
 export const PROVIDER_CODES = ['sandbox', 'stripe', 'square'] as const

@@ -1,7 +1,7 @@
 import { customerKey } from '../catalog/keys.js'
-import type { Clock } from '../clock.js'
-import { failure, invalid, type Issue, type Result } from '../errors.js'
-import type { RedisClient } from '../redis/scripts.js'
+import type { Clock } from '../kernel/clock.js'
+import { failure, invalid, type Issue, type Result } from '../kernel/errors.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
 import { ExternalProvider, type PaymentMethod, type PaymentProvider, type ProviderCode, type ProviderCredentials } from './providers.js'
 import { SandboxProvider } from './sandbox.js'
 

@@ -1,5 +1,5 @@
-import type { Clock } from '../clock.js'
-import { Script, type RedisClient } from '../redis/scripts.js'
+import type { Clock } from '../kernel/clock.js'
+import { Script, type RedisClient } from '../infra/redis/scripts.js'
 
 const hit = new Script('hitRateLimit-1')
 const WINDOW_MS = 1000

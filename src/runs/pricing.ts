@@ -1,7 +1,7 @@
 import { rate, toQuantityUnits } from '../billing/rating.js'
 import type { Entitlement } from '../catalog/schemas.js'
-import type { Issue } from '../errors.js'
-import { UNITS_PER_ONE } from '../money/decimal.js'
+import type { Issue } from '../kernel/errors.js'
+import { UNITS_PER_ONE } from '../kernel/money.js'
 
 /**
  * How a run prices one metered event (src/runs/README.md, "Pricing"), from the customer's

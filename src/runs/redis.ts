@@ -1,6 +1,6 @@
 import { usageKey } from '../entitlements/keys.js'
-import { toPair } from '../money/decimal.js'
-import { Script, type RedisClient } from '../redis/scripts.js'
+import { toPair } from '../kernel/money.js'
+import { Script, type RedisClient } from '../infra/redis/scripts.js'
 import { walletKeys } from '../wallet/keys.js'
 import { consumeKeys, leaseSettlementsKey, purgesKey, runDataKey, runIndexKey, runKeys } from './keys.js'
 import type { RunMeta, RunStatus } from './types.js'

@@ -3,12 +3,12 @@ import { catalogKey, customerKey } from '../catalog/keys.js'
 import type { Entitlement } from '../catalog/schemas.js'
 import type { AccessFlags, CustomerView } from '../catalog/types.js'
 import { entitlementsAt } from '../catalog/views.js'
-import type { Clock } from '../clock.js'
+import type { Clock } from '../kernel/clock.js'
 import type { UsageEventRow } from '../events/types.js'
-import { failure, invalid, success, type Failure, type Result } from '../errors.js'
+import { failure, invalid, success, type Failure, type Result } from '../kernel/errors.js'
 import { prepareEntitlementUsage } from '../entitlements/usage.js'
-import { formatUnits } from '../money/decimal.js'
-import type { RedisClient } from '../redis/scripts.js'
+import { formatUnits } from '../kernel/money.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
 import { CURRENCIES, DEFAULT_CURRENCY, type WalletCurrency } from '../wallet/types.js'
 import { pricingOf, quantityOf } from './pricing.js'
 import * as store from './redis.js'
@@ -275,7 +275,7 @@ export class RunService {
     return false
   }
 
-  /** Expires the given runs of a customer that are past their deadline (the sweep, workers/runExpiry.ts). */
+  /** Expires the given runs of a customer that are past their deadline (the sweep, src/workers/runExpiry.ts). */
   expire(projectId: string, customerId: string, runIds: string[]): Promise<number> {
     return store.expireRuns(this.redis, projectId, customerId, this.clock(), runIds)
   }

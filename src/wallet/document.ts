@@ -1,9 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { customerKey } from '../catalog/keys.js'
 import type { ConfigIssue } from '../catalog/types.js'
-import { Amount, EpochMs, strictObject } from '../http/schemas.js'
-import { parseAmount } from '../money/decimal.js'
-import type { RedisClient } from '../redis/scripts.js'
+import { Amount, EpochMs, strictObject } from '../kernel/schema.js'
+import { parseAmount } from '../kernel/money.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
 import { walletKeys } from './keys.js'
 import { CreditSourceSchema, DEFAULT_CREDIT_PRIORITY, DEFAULT_CURRENCY, WalletCurrencySchema, creditFingerprint } from './types.js'
 

@@ -13,7 +13,7 @@ export interface WalletKeys {
   wallet: string
   /** The credits hash: creditId → packed credit (lua/includes/wallet.lua). */
   credits: string
-  /** The project's outbox list (journal contract): rows for ClickHouse, drained by workers/journal.ts. */
+  /** The project's outbox list (journal contract): rows for ClickHouse, drained by src/workers/journal.ts. */
   journal: string
   /** The project's counters hash (`credit`, `run`): ids. */
   counters: string

@@ -5,8 +5,8 @@
 // aggregates (sum of values and event count exact); and the customers' entitlement usage counters
 // in Redis (src/entitlements/, counted at the worker's claim) hold each event's value once.
 //
-// Real processes: `node --import tsx src/main.ts` (METERING_INGEST_WORKER=0) and
-// `node --import tsx workers/main.ts`, over a redis-server of the test's own (the child processes
+// Real processes: `node --import tsx src/bin/gateway.ts` (METERING_INGEST_WORKER=0) and
+// `node --import tsx src/bin/worker.ts`, over a redis-server of the test's own (the child processes
 // use the default queue `usage-events`, whose name no environment variable changes, and other
 // suites use that queue on the shared test Redis) and the shared clickhouse-server, in a
 // throwaway database. Randomness comes from a seed (FAULT_SEED=<n> replays a run), printed on
@@ -20,13 +20,13 @@ import path from 'node:path'
 import { Queue } from 'bullmq'
 import { Redis } from 'ioredis'
 import { afterEach, describe, expect, inject, onTestFailed, test } from 'vitest'
-import { canonicalDecimal, sqlLiteral } from '../../src/clickhouse/sql.js'
-import { openClickHouse, type ClickHouseStore } from '../../src/clickhouse/store.js'
+import { canonicalDecimal, sqlLiteral } from '../../src/infra/clickhouse/sql.js'
+import { openClickHouse, type ClickHouseStore } from '../../src/infra/clickhouse/store.js'
 import { usageKey } from '../../src/entitlements/keys.js'
 import { parseStoredUsage } from '../../src/entitlements/usage.js'
 import { DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX } from '../../src/events/queue.js'
-import { formatUnits } from '../../src/money/decimal.js'
-import { freePort, startRedisServer, type RedisServerHandle } from '../../src/redis/embedded.js'
+import { formatUnits } from '../../src/kernel/money.js'
+import { freePort, startRedisServer, type RedisServerHandle } from '../../src/infra/redis/embedded.js'
 import { prng } from '../support/prng.js'
 import { spawnNode, waitFor, waitForHttp, waitForOutput, type NodeProcess } from '../support/processes.js'
 
@@ -95,7 +95,7 @@ class World {
   }
 
   async startGateway(): Promise<NodeProcess> {
-    const gw = spawnNode('gateway', 'src/main.ts', { ...this.env(), PORT: String(this.port), HOST: '127.0.0.1', METERING_INGEST_WORKER: '0' })
+    const gw = spawnNode('gateway', 'src/bin/gateway.ts', { ...this.env(), PORT: String(this.port), HOST: '127.0.0.1', METERING_INGEST_WORKER: '0' })
     this.started.push(gw)
     this.gateway = gw
     await waitForHttp(gw, `${this.url}/healthz`, READY_MS)
@@ -103,7 +103,7 @@ class World {
   }
 
   async startWorker(): Promise<NodeProcess> {
-    const worker = spawnNode('worker', 'workers/main.ts', this.env())
+    const worker = spawnNode('worker', 'src/bin/worker.ts', this.env())
     this.started.push(worker)
     this.worker = worker
     await waitForOutput(worker, 'metering worker running', READY_MS)
@@ -450,7 +450,7 @@ describe('exactly once under SIGKILL (real gateway and worker processes)', () =>
     try {
       /** SIGKILLs the worker as soon as the job is active in it (its lock taken), before it completes. */
       const killWhileActive = async (n: number): Promise<void> => {
-        const worker = spawnNode('worker', 'workers/main.ts', world.env())
+        const worker = spawnNode('worker', 'src/bin/worker.ts', world.env())
         world.started.push(worker)
         world.worker = worker
         await waitFor(`job ${job!.id} active in worker ${n}`, async () => {

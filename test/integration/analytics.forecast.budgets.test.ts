@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { DAY_MS } from '../../src/analytics/forecast.js'
-import { insertEventsOnce } from '../../src/clickhouse/events.js'
+import { insertEventsOnce } from '../../src/infra/clickhouse/tables.js'
 import { startTestGateway, type TestGateway } from '../support/gateway.js'
 
 /** 2026-11-22 12:00 UTC: the windows are 2026-11-08 … 2026-11-21. */

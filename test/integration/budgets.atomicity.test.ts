@@ -4,8 +4,8 @@ import { afterAll, beforeAll, expect, test } from 'vitest'
 import type { Redis } from 'ioredis'
 import { BudgetService } from '../../src/budgets/service.js'
 import { budgetKeys, budgetTag } from '../../src/budgets/keys.js'
-import { manualClock } from '../../src/clock.js'
-import { Script } from '../../src/redis/scripts.js'
+import { manualClock } from '../../src/kernel/clock.js'
+import { Script } from '../../src/infra/redis/scripts.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
 
 let redis: Redis

@@ -4,11 +4,11 @@
 // read once per call), so every call of a round decides at the same instant.
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { manualClock } from '../../src/clock.js'
+import { manualClock } from '../../src/kernel/clock.js'
 import { BudgetService } from '../../src/budgets/service.js'
 import type { Balance } from '../../src/budgets/types.js'
-import type { Result } from '../../src/errors.js'
-import { formatUnits, parseAmount } from '../../src/money/decimal.js'
+import type { Result } from '../../src/kernel/errors.js'
+import { formatUnits, parseAmount } from '../../src/kernel/money.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
 import { prng } from '../support/prng.js'
 

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import type { Redis } from 'ioredis'
 import { BudgetService } from '../../src/budgets/service.js'
-import { manualClock } from '../../src/clock.js'
+import { manualClock } from '../../src/kernel/clock.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
 
 let redis: Redis

@@ -4,7 +4,7 @@
 // time moved only by the injected manual clock. The same table runs against the standalone
 // redis-server AND the real 3-master Redis Cluster from test/support/globalSetup.ts.
 //
-// Isolation of the background sweep (workers/holdExpiry.ts): the sweep SCANs every budget of a
+// Isolation of the background sweep (src/workers/holdExpiry.ts): the sweep SCANs every budget of a
 // server and applies its own `now` to each, which would disturb budgets of other test files that
 // share the servers. So
 //  - on the standalone server this whole suite runs in its own logical database (SELECT
@@ -19,10 +19,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { budgetKeys, budgetTag } from '../../src/budgets/keys.js'
 import { BudgetService, type UpsertInput } from '../../src/budgets/service.js'
 import type { Blocked, Crossed } from '../../src/budgets/types.js'
-import { manualClock } from '../../src/clock.js'
-import type { Result } from '../../src/errors.js'
-import type { RedisClient } from '../../src/redis/scripts.js'
-import { sweepExpiredHolds } from '../../workers/holdExpiry.js'
+import { manualClock } from '../../src/kernel/clock.js'
+import type { Result } from '../../src/kernel/errors.js'
+import type { RedisClient } from '../../src/infra/redis/scripts.js'
+import { sweepExpiredHolds } from '../../src/workers/holdExpiry.js'
 import { testCluster, testRedis, uniquePrefix } from '../support/redis.js'
 
 // ---------------------------------------------------------------------------------------------
@@ -364,7 +364,7 @@ const SCENARIOS: Record<string, Step[]> = {
     { op: 'settle', input: { holdId: 'h_1', amount: '3' }, expect: { settledBy: 'expiry', replayed: true } },
   ],
 
-  'expiry by the background sweep (workers/holdExpiry.ts); closed holds forgotten after the retention': [
+  'expiry by the background sweep (src/workers/holdExpiry.ts); closed holds forgotten after the retention': [
     { op: 'upsert', input: { limits: [hard('day', 'day', '10'), soft('warn', 'day', '2')] } },
     { op: 'authorize', input: { amount: '3', idem: 'k1', ttlMs: 1_000 }, expect: { holdId: 'h_1' } },
     { op: 'authorize', input: { amount: '1', idem: 'k2', ttlMs: 5_000 }, expect: { holdId: 'h_2' } },

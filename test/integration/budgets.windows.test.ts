@@ -7,7 +7,7 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { BudgetService, type UpsertInput } from '../../src/budgets/service.js'
 import type { Limit, Window } from '../../src/budgets/types.js'
-import { manualClock } from '../../src/clock.js'
+import { manualClock } from '../../src/kernel/clock.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
 import { prng } from '../support/prng.js'
 

@@ -14,9 +14,9 @@ import {
   PlanVersionsListResponseSchema, SubscriptionSchema,
 } from '../../src/catalog/schemas.js'
 import { CatalogService } from '../../src/catalog/service.js'
-import { manualClock } from '../../src/clock.js'
+import { manualClock } from '../../src/kernel/clock.js'
 import { getPlanVersion } from '../../src/http/routes/planVersions/get.js'
-import type { RedisClient } from '../../src/redis/scripts.js'
+import type { RedisClient } from '../../src/infra/redis/scripts.js'
 import { expectError } from '../support/commonRoutes.js'
 import { startTestGateway, type TestGateway } from '../support/gateway.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'

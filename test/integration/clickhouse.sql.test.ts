@@ -1,7 +1,7 @@
 // The SQL-literal and TSV helpers both ClickHouse stores rely on (no server needed).
 
 import { describe, expect, it } from 'vitest'
-import { canonicalDecimal, dateTimeUtc, encodeTsv, plainNumber, sqlIdent, sqlList, sqlLiteral, sqlString, sqlTable } from '../../src/clickhouse/sql.js'
+import { canonicalDecimal, dateTimeUtc, encodeTsv, plainNumber, sqlIdent, sqlList, sqlLiteral, sqlString, sqlTable } from '../../src/infra/clickhouse/sql.js'
 
 describe('ClickHouse SQL helpers', () => {
   it('escapes string literals', () => {

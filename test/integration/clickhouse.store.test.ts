@@ -4,12 +4,12 @@
 
 import { randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { dailyUsage, insertEventsOnce, insertJournalOnce, type JournalRow, type UsageEventRow } from '../../src/clickhouse/events.js'
-import { migrate, migrations } from '../../src/clickhouse/migrations.js'
-import { EmbeddedStore } from '../../src/clickhouse/embedded.js'
-import { clickHouseEventSink } from '../../src/clickhouse/eventSink.js'
-import { canonicalDecimal, sqlLiteral } from '../../src/clickhouse/sql.js'
-import type { ClickHouseStore } from '../../src/clickhouse/store.js'
+import { dailyUsage, insertEventsOnce, insertJournalOnce, type JournalRow, type UsageEventRow } from '../../src/infra/clickhouse/tables.js'
+import { migrate, migrations } from '../../src/infra/clickhouse/migrations.js'
+import { EmbeddedStore } from '../../src/infra/clickhouse/embedded.js'
+import { clickHouseEventSink } from '../../src/events/clickhouse.js'
+import { canonicalDecimal, sqlLiteral } from '../../src/infra/clickhouse/sql.js'
+import type { ClickHouseStore } from '../../src/infra/clickhouse/store.js'
 import { openTestStore, type TestStore } from '../support/store.js'
 
 const DAY_MS = 86_400_000

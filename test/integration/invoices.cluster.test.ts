@@ -4,7 +4,7 @@
 import { afterAll, expect, test } from 'vitest'
 import { BudgetService } from '../../src/budgets/service.js'
 import { CatalogService } from '../../src/catalog/service.js'
-import { manualClock } from '../../src/clock.js'
+import { manualClock } from '../../src/kernel/clock.js'
 import { journalKey } from '../../src/invoices/keys.js'
 import { readInvoice } from '../../src/invoices/redis.js'
 import { InvoiceService, invoiceIdOf } from '../../src/invoices/service.js'

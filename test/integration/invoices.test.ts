@@ -9,8 +9,8 @@ import os from 'node:os'
 import path from 'node:path'
 import { Value } from '@sinclair/typebox/value'
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest'
-import { insertEventsOnce } from '../../src/clickhouse/events.js'
-import { canonicalDecimal, sqlLiteral } from '../../src/clickhouse/sql.js'
+import { insertEventsOnce } from '../../src/infra/clickhouse/tables.js'
+import { canonicalDecimal, sqlLiteral } from '../../src/infra/clickhouse/sql.js'
 import { InvoiceGetResponseSchema } from '../../src/http/routes/invoices/get.js'
 import { claimKey } from '../../src/journal/keys.js'
 import { drainJournal } from '../../src/journal/drain.js'
@@ -373,7 +373,7 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     const { projectId: p4, apiKey: k4 } = await gw.project()
     await gw.redis.set(claimKey(journalKey(p4)), 'invoices-test', 'PX', 600_000)
     expect((await gw.post('/v1/config/apply', catalog, k4)).status).toBe(200)
-    const { startInvoiceWorker } = await import('../../workers/invoices.js')
+    const { startInvoiceWorker } = await import('../../src/workers/invoices.js')
     const reports: unknown[] = []
     gw.clock.set(NOV + HOUR_MS)
     const worker = startInvoiceWorker({ invoices, clock: gw.clock, logger: gw.logger, intervalMs: 10, projectId: p4, onRun: (r) => reports.push(r) })

@@ -2,11 +2,11 @@
 // hash tag, so start, consume (its MULTI read of the customer too), end, the sweep and
 // applyToInvoice run unchanged there.
 import { afterAll, describe, expect, it } from 'vitest'
-import { manualClock } from '../../src/clock.js'
+import { manualClock } from '../../src/kernel/clock.js'
 import { deadlinesKey } from '../../src/runs/keys.js'
 import { RunService } from '../../src/runs/service.js'
 import { WalletService } from '../../src/wallet/service.js'
-import { sweepExpiredRuns } from '../../workers/runExpiry.js'
+import { sweepExpiredRuns } from '../../src/workers/runExpiry.js'
 import { testCluster, uniquePrefix } from '../support/redis.js'
 
 const cluster = testCluster()

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { budgetKeys, budgetTag } from '../../src/budgets/keys.js'
 import type { Balance } from '../../src/budgets/types.js'
-import { formatUnits, parseAmount } from '../../src/money/decimal.js'
+import { formatUnits, parseAmount } from '../../src/kernel/money.js'
 import { startTestGateway, type TestGateway } from '../support/gateway.js'
 import { RUNS_CATALOG } from '../support/runsCatalog.js'
 

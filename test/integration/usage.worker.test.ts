@@ -1,4 +1,4 @@
-// The ingest worker (workers/ingest.ts) against real Redis: batches queued by the EventService
+// The ingest worker (src/workers/ingest.ts) against real Redis: batches queued by the EventService
 // reach an EventSink, failing inserts are retried with backoff, and a batch that fails every
 // attempt lands in the dead-letter queue, where it is listed and replayed.
 // The sink is the real ClickHouse sink (the test clickhouse-server, a throwaway database) with a
@@ -10,15 +10,15 @@ import { pino } from 'pino'
 import type { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { inject } from 'vitest'
-import { clickHouseEventSink } from '../../src/clickhouse/eventSink.js'
-import { manualClock } from '../../src/clock.js'
+import { clickHouseEventSink } from '../../src/events/clickhouse.js'
+import { manualClock } from '../../src/kernel/clock.js'
 import { listDeadLetters, replayDeadLetters } from '../../src/events/deadLetters.js'
 import { QUEUE_PREFIX } from '../../src/events/queue.js'
 import { EventService } from '../../src/events/service.js'
 import type { EventSink, IngestJobData, UsageEventRow } from '../../src/events/types.js'
-import { connectRedis } from '../../src/redis/connection.js'
-import { loadLibrary } from '../../src/redis/scripts.js'
-import { startIngestWorker, type IngestWorker, type MergeOptions } from '../../workers/ingest.js'
+import { connectRedis } from '../../src/infra/redis/connection.js'
+import { loadLibrary } from '../../src/infra/redis/scripts.js'
+import { startIngestWorker, type IngestWorker, type MergeOptions } from '../../src/workers/ingest.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
 import { waitFor } from '../support/processes.js'
 import { untilQueuesIdle } from '../support/queues.js'

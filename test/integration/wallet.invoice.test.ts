@@ -2,7 +2,7 @@
 // then cash, up to the amount; once per invoice (a rerun answers the same and moves nothing).
 // Real Redis, a manual clock, a fresh project per test.
 import { afterAll, describe, expect, it } from 'vitest'
-import { manualClock } from '../../src/clock.js'
+import { manualClock } from '../../src/kernel/clock.js'
 import { journalKey } from '../../src/wallet/keys.js'
 import { WalletService } from '../../src/wallet/service.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'

@@ -4,9 +4,9 @@
 import fc from 'fast-check'
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { manualClock } from '../../src/clock.js'
+import { manualClock } from '../../src/kernel/clock.js'
 import { BudgetService } from '../../src/budgets/service.js'
-import { LO_BASE, UNITS_PER_ONE, formatUnits, fromPair, parseAmount, toPair } from '../../src/money/decimal.js'
+import { LO_BASE, UNITS_PER_ONE, formatUnits, fromPair, parseAmount, toPair } from '../../src/kernel/money.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
 
 const MAX_INT = 10n ** 19n - 1n

@@ -1,12 +1,12 @@
 // Runs a real clickhouse-server (Debian's 18.16 package) as a child process for
-// the tests, the way src/redis/embedded.ts runs redis: its own free ports, a
+// the tests, the way src/infra/redis/embedded.ts runs redis: its own free ports, a
 // minimal generated config in a temp dir, and setpriv --pdeathsig so nothing
 // outlives the process that started it.
 
 import { spawn, type ChildProcess } from 'node:child_process'
 import { access, constants, mkdir, readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path'
-import { delay, freePort, terminate } from '../../src/redis/embedded.js'
+import { delay, freePort, terminate } from '../../src/infra/redis/embedded.js'
 
 export interface ClickHouseServerHandle {
   /** http://127.0.0.1:PORT, for @clickhouse/client (CLICKHOUSE_URL). */

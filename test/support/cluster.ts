@@ -6,7 +6,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { startRedisServer, type RedisServerHandle } from '../../src/redis/embedded.js';
+import { startRedisServer, type RedisServerHandle } from '../../src/infra/redis/embedded.js';
 
 const execFileP = promisify(execFile);
 const HOST = '127.0.0.1';

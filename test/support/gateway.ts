@@ -1,10 +1,10 @@
 // A real gateway (uWS on a free port) over the shared test Redis, with a clock the test moves.
 import { pino } from 'pino'
 import { inject } from 'vitest'
-import { manualClock } from '../../src/clock.js'
-import { loadConfig, type Config } from '../../src/config.js'
+import { manualClock } from '../../src/kernel/clock.js'
+import { loadConfig, type Config } from '../../src/kernel/config.js'
 import type { EventOptions } from '../../src/events/options.js'
-import { startGateway, type Gateway } from '../../src/main.js'
+import { startGateway, type Gateway } from '../../src/bin/gateway.js'
 
 export const ROOT_KEY = 'test-root-key-0123456789'
 

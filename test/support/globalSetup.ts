@@ -13,7 +13,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { startRedisServer } from '../../src/redis/embedded.js';
+import { startRedisServer } from '../../src/infra/redis/embedded.js';
 import { startClickHouseServer } from './clickhouse.js';
 import { startRedisCluster } from './cluster.js';
 

@@ -2,7 +2,7 @@
 // job of it is waiting, active, delayed (a retry's backoff included) or otherwise pending.
 import { Queue } from 'bullmq'
 import { QUEUE_PREFIX } from '../../src/notifications/queue.js'
-import type { RedisClient } from '../../src/redis/scripts.js'
+import type { RedisClient } from '../../src/infra/redis/scripts.js'
 import { waitFor } from './processes.js'
 
 export async function untilQueuesIdle(connection: RedisClient, names: string[], timeoutMs = 20_000): Promise<void> {

@@ -4,8 +4,8 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { inject } from 'vitest'
-import { migrate } from '../../src/clickhouse/migrations.js'
-import { openClickHouse, type ClickHouseStore } from '../../src/clickhouse/store.js'
+import { migrate } from '../../src/infra/clickhouse/migrations.js'
+import { openClickHouse, type ClickHouseStore } from '../../src/infra/clickhouse/store.js'
 
 export interface TestStore {
   store: ClickHouseStore

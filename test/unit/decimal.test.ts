@@ -1,8 +1,8 @@
-// Examples for the amount grammar and the exact money representation (src/money/decimal.ts):
+// Examples for the amount grammar and the exact money representation (src/kernel/money.ts):
 // strings of up to 19 integer and 8 fractional digits ↔ BigInt units of 10^-8 ↔ the (hi, lo)
 // pair of exact doubles that Lua adds and compares.
 import { describe, expect, test } from 'vitest'
-import { AMOUNT_PATTERN, LO_BASE, UNITS_PER_ONE, formatUnits, fromPair, ledgerJson, parseAmount, toPair } from '../../src/money/decimal.js'
+import { AMOUNT_PATTERN, LO_BASE, UNITS_PER_ONE, formatUnits, fromPair, ledgerJson, parseAmount, toPair } from '../../src/kernel/money.js'
 
 const NINES_19 = '9'.repeat(19)
 /** The largest amount of the grammar, in units: 10^27 − 1. */

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { freePort, startRedisServer, type RedisServerHandle } from '../../src/redis/embedded.js';
+import { freePort, startRedisServer, type RedisServerHandle } from '../../src/infra/redis/embedded.js';
 
 let tmp: string;
 const started: RedisServerHandle[] = [];
@@ -45,7 +45,7 @@ async function waitUntilDead(pid: number, timeoutMs = 10_000): Promise<boolean> 
   return true;
 }
 
-const embeddedModule = fileURLToPath(new URL('../../src/redis/embedded.ts', import.meta.url));
+const embeddedModule = fileURLToPath(new URL('../../src/infra/redis/embedded.ts', import.meta.url));
 
 /**
  * Runs a separate Node process that starts a redis-server, reports its pid,

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
-import { Amount, BalanceSchema, BudgetKey, EpochMs, HoldId, IdempotencyKey, SignedAmount, strictObject } from '../../schemas.js'
+import { Amount, BalanceSchema, BudgetKey, EpochMs, HoldId, IdempotencyKey, SignedAmount, strictObject } from '../../../kernel/schema.js'
 
 export const authorizeHold = defineRoute({
   method: 'POST',

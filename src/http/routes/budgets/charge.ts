@@ -1,6 +1,6 @@
 import { defineRoute } from '../../route.js'
-import { Amount, BudgetKey, IdempotencyKey, strictObject } from '../../schemas.js'
-import { ConsumptionSchema } from './schemas.js'
+import { Amount, BudgetKey, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
+import { ConsumptionSchema } from '../../../budgets/schemas.js'
 
 export const chargeBudget = defineRoute({
   method: 'POST',

@@ -1,6 +1,6 @@
 import { defineRoute } from '../../route.js'
-import { BudgetKey, HoldId, strictObject } from '../../schemas.js'
-import { HoldOutcomeSchema } from './schemas.js'
+import { BudgetKey, HoldId, strictObject } from '../../../kernel/schema.js'
+import { HoldOutcomeSchema } from '../../../budgets/schemas.js'
 
 export const releaseHold = defineRoute({
   method: 'POST',

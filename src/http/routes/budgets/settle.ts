@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
-import { Amount, BudgetKey, HoldId, IdempotencyKey, strictObject } from '../../schemas.js'
-import { HoldOutcomeSchema } from './schemas.js'
+import { Amount, BudgetKey, HoldId, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
+import { HoldOutcomeSchema } from '../../../budgets/schemas.js'
 
 export const settleHold = defineRoute({
   method: 'POST',

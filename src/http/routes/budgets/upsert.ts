@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
-import { BudgetKey, CrossedSchema, EpochMs, strictObject } from '../../schemas.js'
-import { BudgetViewSchema, LimitConfigSchema } from './schemas.js'
+import { BudgetKey, CrossedSchema, EpochMs, strictObject } from '../../../kernel/schema.js'
+import { BudgetViewSchema, LimitConfigSchema } from '../../../budgets/schemas.js'
 
 export const upsertBudget = defineRoute({
   method: 'POST',

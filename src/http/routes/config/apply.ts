@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { ConfigDocumentSchema, documentedOnly } from '../../../catalog/document.js'
 import { SUMMARY_KINDS } from '../../../catalog/types.js'
-import { applyConfigDocument } from '../../../wallet/config.js'
+import { applyConfigDocument } from '../../../usecases/applyConfig.js'
 import { defineRoute } from '../../route.js'
 
 const Names = Type.Array(Type.String())

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
-import { failure } from '../../../errors.js'
+import { failure } from '../../../kernel/errors.js'
 import { SCOPES } from '../../../keys/service.js'
 import { defineRoute } from '../../route.js'
-import { EpochMs, strictObject } from '../../schemas.js'
+import { EpochMs, strictObject } from '../../../kernel/schema.js'
 
 const Scope = Type.Union([Type.Literal('*'), ...SCOPES.map((s) => Type.Literal(s))])
 

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
-import { strictObject } from '../../schemas.js'
+import { strictObject } from '../../../kernel/schema.js'
 
 export const revokeKey = defineRoute({
   method: 'POST',

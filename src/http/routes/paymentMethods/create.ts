@@ -1,5 +1,5 @@
 import { defineRoute } from '../../route.js'
-import { CreatePaymentMethodBody, CreatePaymentMethodResponse } from './schemas.js'
+import { CreatePaymentMethodBody, CreatePaymentMethodResponse } from '../../../payments/schemas.js'
 
 export const createPaymentMethod = defineRoute({
   method: 'POST',

@@ -1,5 +1,5 @@
 import { defineRoute } from '../../route.js'
-import { ListPaymentMethodsBody, ListPaymentMethodsResponse } from './schemas.js'
+import { ListPaymentMethodsBody, ListPaymentMethodsResponse } from '../../../payments/schemas.js'
 
 export const listPaymentMethods = defineRoute({
   method: 'POST',

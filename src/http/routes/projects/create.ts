@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
-import { success } from '../../../errors.js'
+import { success } from '../../../kernel/errors.js'
 import { defineRoute } from '../../route.js'
-import { strictObject } from '../../schemas.js'
+import { strictObject } from '../../../kernel/schema.js'
 
 export const createProject = defineRoute({
   method: 'POST',

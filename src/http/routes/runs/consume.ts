@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { ConsumeResponseSchema } from '../../../runs/types.js'
 import { defineRoute } from '../../route.js'
-import { IdempotencyKey, strictObject } from '../../schemas.js'
+import { IdempotencyKey, strictObject } from '../../../kernel/schema.js'
 
 export const consumeRun = defineRoute({
   method: 'POST',

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { END_STATUSES, RunSchema } from '../../../runs/types.js'
 import { defineRoute } from '../../route.js'
-import { strictObject } from '../../schemas.js'
+import { strictObject } from '../../../kernel/schema.js'
 
 export const endRun = defineRoute({
   method: 'POST',

@@ -2,8 +2,8 @@ import { Type } from '@sinclair/typebox'
 import { MAX_RUN_TTL_MS, RunSchema } from '../../../runs/types.js'
 import { WalletCurrencySchema } from '../../../wallet/types.js'
 import { defineRoute } from '../../route.js'
-import { BudgetKey, IdempotencyKey, strictObject } from '../../schemas.js'
-import { CustomerId, RunId } from './schemas.js'
+import { BudgetKey, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
+import { CustomerId, RunId } from '../../../runs/schemas.js'
 
 const Label = (description: string) => Type.String({ minLength: 1, maxLength: 128, description })
 

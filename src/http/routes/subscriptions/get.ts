@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox'
 import { SubscriptionGetRequest, SubscriptionSchema } from '../../../catalog/schemas.js'
 import { checkProject } from '../../../catalog/service.js'
 import { defineRoute } from '../../route.js'
-import { strictObject } from '../../schemas.js'
+import { strictObject } from '../../../kernel/schema.js'
 
 export const getSubscription = defineRoute({
   method: 'POST',

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
-import { success } from '../../../errors.js'
+import { success } from '../../../kernel/errors.js'
 import { BatchResultSchema } from '../../../events/schemas.js'
 import { defineRoute } from '../../route.js'
-import { strictObject } from '../../schemas.js'
+import { strictObject } from '../../../kernel/schema.js'
 
 export const recordEventBatch = defineRoute({
   method: 'POST',

@@ -1,9 +1,9 @@
 import { Type } from '@sinclair/typebox'
-import { parseAmount } from '../../../money/decimal.js'
+import { parseAmount } from '../../../kernel/money.js'
 import { CreditSourceSchema, WalletCurrencySchema } from '../../../wallet/types.js'
 import { defineRoute } from '../../route.js'
-import { Amount, EpochMs, IdempotencyKey, strictObject } from '../../schemas.js'
-import { CustomerId, MoneyInResponseSchema } from './schemas.js'
+import { Amount, EpochMs, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
+import { CustomerId, MoneyInResponseSchema } from '../../../wallet/schemas.js'
 
 export const grantCredit = defineRoute({
   method: 'POST',

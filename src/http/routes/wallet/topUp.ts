@@ -1,9 +1,9 @@
 import { Type } from '@sinclair/typebox'
-import { parseAmount } from '../../../money/decimal.js'
+import { parseAmount } from '../../../kernel/money.js'
 import { WalletCurrencySchema } from '../../../wallet/types.js'
 import { defineRoute } from '../../route.js'
-import { Amount, IdempotencyKey, strictObject } from '../../schemas.js'
-import { CustomerId, MoneyInResponseSchema } from './schemas.js'
+import { Amount, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
+import { CustomerId, MoneyInResponseSchema } from '../../../wallet/schemas.js'
 
 export const topUpWallet = defineRoute({
   method: 'POST',

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
-import { strictObject } from '../../schemas.js'
-import { WebhookId } from './schemas.js'
+import { strictObject } from '../../../kernel/schema.js'
+import { WebhookId } from '../../../notifications/schemas.js'
 
 export const deleteWebhook = defineRoute({
   method: 'POST',

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
 import { NOTIFICATION_TYPES } from '../../../notifications/queue.js'
 import { defineRoute } from '../../route.js'
-import { strictObject } from '../../schemas.js'
-import { EventType } from './schemas.js'
+import { strictObject } from '../../../kernel/schema.js'
+import { EventType } from '../../../notifications/schemas.js'
 
 export const listWebhookFailures = defineRoute({
   method: 'POST',

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
-import { strictObject } from '../../schemas.js'
-import { EventType, WebhookViewSchema } from './schemas.js'
+import { strictObject } from '../../../kernel/schema.js'
+import { EventType, WebhookViewSchema } from '../../../notifications/schemas.js'
 
 export const listWebhooks = defineRoute({
   method: 'POST',

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
-import { strictObject } from '../../schemas.js'
-import { EventType, WebhookId, WebhookViewSchema } from './schemas.js'
+import { strictObject } from '../../../kernel/schema.js'
+import { EventType, WebhookId, WebhookViewSchema } from '../../../notifications/schemas.js'
 
 export const upsertWebhook = defineRoute({
   method: 'POST',

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { Amount, BalanceSchema, BudgetKey, CrossedSchema, EnforceSchema, EpochMs, HoldId, SignedAmount, WindowSchema, strictObject } from '../../schemas.js'
+import { Amount, BalanceSchema, BudgetKey, CrossedSchema, EnforceSchema, EpochMs, HoldId, SignedAmount, WindowSchema, strictObject } from '../kernel/schema.js'
 
 /** Schemas of the budget routes' answers, shared by several of them. */
 

@@ -1,7 +1,7 @@
-import { scanMasters } from '../src/redis/scan.js'
-import type { RedisClient } from '../src/redis/scripts.js'
-import { DEADLINES_PATTERN, LEASE_SETTLEMENTS_PATTERN, PURGES_PATTERN, projectOfDeadlinesKey } from '../src/runs/keys.js'
-import type { RunService } from '../src/runs/service.js'
+import { scanMasters } from '../infra/redis/scan.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
+import { DEADLINES_PATTERN, LEASE_SETTLEMENTS_PATTERN, PURGES_PATTERN, projectOfDeadlinesKey } from '../runs/keys.js'
+import type { RunService } from '../runs/service.js'
 
 /** Runs expired per script call, and entries read per project per round. */
 const BATCH = 500

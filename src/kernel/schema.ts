@@ -1,5 +1,5 @@
 import { Type, type TSchema } from '@sinclair/typebox'
-import { AMOUNT_PATTERN } from '../money/decimal.js'
+import { AMOUNT_PATTERN } from './money.js'
 
 /** Schemas shared by several routes. Descriptions document the API (they end up in OpenAPI). */
 

@@ -1,7 +1,7 @@
 // The child process that owns the chDB Session. chDB runs ClickHouse inside
 // the process that loads it, and its calls are synchronous and heavy (a big
 // query or insert holds the calling thread for as long as it runs), so the
-// gateway never loads it: src/clickhouse/embedded.ts forks this module and
+// gateway never loads it: src/infra/clickhouse/embedded.ts forks this module and
 // talks to it over the IPC channel. Requests run one at a time, in order.
 //
 // A child process and not a worker thread: chdb 3.4's addon crashes the whole

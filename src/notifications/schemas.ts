@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { NOTIFICATION_TYPES } from '../../../notifications/queue.js'
+import { NOTIFICATION_TYPES } from './queue.js'
 
 export const WebhookId = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9][A-Za-z0-9._:-]*$', description: 'The endpoint\'s id: the caller\'s name, or `wh_…` generated on create.' })
 export const EventType = Type.Union(NOTIFICATION_TYPES.map((t) => Type.Literal(t)))

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
-import type { ClickHouseStore } from '../src/clickhouse/store.js'
-import { drainJournal, type DrainOptions, type DrainResult } from '../src/journal/drain.js'
-import type { RedisClient } from '../src/redis/scripts.js'
+import type { ClickHouseStore } from '../infra/clickhouse/store.js'
+import { drainJournal, type DrainOptions, type DrainResult } from '../journal/drain.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
 
 export interface JournalWorkerOptions extends Omit<DrainOptions, 'redis' | 'store' | 'logger'> {
   redis: RedisClient

@@ -38,7 +38,7 @@ function spawnWorker(data: ChdbWorkerData): ChildProcess {
   const js = new URL('./chdbWorker.js', import.meta.url)
   const compiled = existsSync(fileURLToPath(js))
   const entry = compiled ? js : new URL('./chdbWorker.ts', import.meta.url)
-  const execArgv = compiled ? [] : ['--import', new URL('../../node_modules/tsx/dist/loader.mjs', import.meta.url).href]
+  const execArgv = compiled ? [] : ['--import', new URL('../../../node_modules/tsx/dist/loader.mjs', import.meta.url).href]
   return fork(fileURLToPath(entry), [], {
     execArgv,
     env: { ...process.env, METERING_CHDB_WORKER: JSON.stringify(data) },

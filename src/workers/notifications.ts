@@ -1,11 +1,11 @@
 import { Queue, Worker, type Job } from 'bullmq'
 import type { Logger } from 'pino'
-import type { Clock } from '../src/clock.js'
-import { attemptDelivery, deliveryIdOf, payloadOf, type DeliveryJobData } from '../src/notifications/delivery.js'
-import type { NotificationOptions } from '../src/notifications/options.js'
-import { QUEUE_PREFIX, type Notification } from '../src/notifications/queue.js'
-import type { WebhookService } from '../src/notifications/webhooks.js'
-import type { RedisClient } from '../src/redis/scripts.js'
+import type { Clock } from '../kernel/clock.js'
+import { attemptDelivery, deliveryIdOf, payloadOf, type DeliveryJobData } from '../notifications/delivery.js'
+import type { NotificationOptions } from '../notifications/options.js'
+import { QUEUE_PREFIX, type Notification } from '../notifications/queue.js'
+import type { WebhookService } from '../notifications/webhooks.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
 
 export interface NotificationWorkerOptions {
   /** A connection made for BullMQ workers: `connectRedis(url, name, { blocking: true })`. */

@@ -1,6 +1,6 @@
 import { documentValidator, type ConfigDocument } from '../catalog/document.js'
 import type { CatalogService } from '../catalog/service.js'
-import type { WalletService } from './service.js'
+import type { WalletService } from '../wallet/service.js'
 
 /**
  * Applies a config document with its wallet credits (POST /v1/config/apply and `npm run cli --

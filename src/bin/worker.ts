@@ -1,32 +1,32 @@
-import { AnalyticsService } from '../src/analytics/service.js'
-import { BudgetService } from '../src/budgets/service.js'
-import { CatalogService } from '../src/catalog/service.js'
-import { systemClock } from '../src/clock.js'
-import { loadConfig } from '../src/config.js'
-import { clickHouseEventSink } from '../src/clickhouse/eventSink.js'
-import { createLogger, openHistory } from '../src/main.js'
-import { LimitChecker } from '../src/notifications/limits.js'
-import { loadNotificationOptions } from '../src/notifications/options.js'
-import { Notifications } from '../src/notifications/queue.js'
-import { WebhookService } from '../src/notifications/webhooks.js'
-import { connectRedis } from '../src/redis/connection.js'
-import { loadLibrary } from '../src/redis/scripts.js'
-import { startHoldExpiry } from './holdExpiry.js'
-import { startIngestWorker } from './ingest.js'
-import { startJournalWorker } from './journal.js'
-import { startInvoiceWorker } from './invoices.js'
-import { InvoiceService } from '../src/invoices/service.js'
-import { walletForInvoices } from '../src/invoices/wallet.js'
-import { startNotificationWorker } from './notifications.js'
-import { startRunExpiry } from './runExpiry.js'
-import { RunService } from '../src/runs/service.js'
+import { AnalyticsService } from '../analytics/service.js'
+import { BudgetService } from '../budgets/service.js'
+import { CatalogService } from '../catalog/service.js'
+import { systemClock } from '../kernel/clock.js'
+import { loadConfig } from '../kernel/config.js'
+import { clickHouseEventSink } from '../events/clickhouse.js'
+import { createLogger, openHistory } from './gateway.js'
+import { LimitChecker } from '../notifications/limits.js'
+import { loadNotificationOptions } from '../notifications/options.js'
+import { Notifications } from '../notifications/queue.js'
+import { WebhookService } from '../notifications/webhooks.js'
+import { connectRedis } from '../infra/redis/connection.js'
+import { loadLibrary } from '../infra/redis/scripts.js'
+import { startHoldExpiry } from '../workers/holdExpiry.js'
+import { startIngestWorker } from '../workers/ingest.js'
+import { startJournalWorker } from '../workers/journal.js'
+import { startInvoiceWorker } from '../workers/invoices.js'
+import { InvoiceService } from '../invoices/service.js'
+import { walletForInvoices } from '../invoices/wallet.js'
+import { startNotificationWorker } from '../workers/notifications.js'
+import { startRunExpiry } from '../workers/runExpiry.js'
+import { RunService } from '../runs/service.js'
 
 /**
  * `npm run worker`: the background work, runnable apart from the gateway for scale-out.
  * It sweeps expired holds, drains accepted usage events into ClickHouse (the ingest worker of
- * workers/ingest.ts) checking entitlement limits after each batch (limit.reached), and
- * delivers notifications to the projects' webhooks (workers/notifications.ts), and drains the
- * journal outbox (budget movements, …) into ClickHouse (workers/journal.ts). It needs
+ * src/workers/ingest.ts) checking entitlement limits after each batch (limit.reached), and
+ * delivers notifications to the projects' webhooks (src/workers/notifications.ts), and drains the
+ * journal outbox (budget movements, …) into ClickHouse (src/workers/journal.ts). It needs
  * REDIS_URL and CLICKHOUSE_URL: the embedded Redis and chDB data directories belong to the
  * gateway's process (chDB allows one process per data directory).
  */

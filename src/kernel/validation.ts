@@ -1,6 +1,6 @@
 import type { TSchema } from '@sinclair/typebox'
 import { TypeCompiler, ValueErrorType, type TypeCheck, type ValueError } from '@sinclair/typebox/compiler'
-import type { Issue } from '../errors.js'
+import type { Issue } from './errors.js'
 
 /** A validator compiled once, at route registration. */
 export interface Validator {

@@ -6,7 +6,7 @@ import { masters } from './scan.js'
 
 export type RedisClient = Redis | Cluster
 
-const LUA_DIR = fileURLToPath(new URL('../../lua/', import.meta.url))
+const LUA_DIR = fileURLToPath(new URL('../../../lua/', import.meta.url))
 const INCLUDE = /^--@include (\w+)\s*$/gm
 
 /**

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
-import { PROVIDER_CODES } from '../../../payments/providers.js'
-import { strictObject } from '../../schemas.js'
+import { PROVIDER_CODES } from './providers.js'
+import { strictObject } from '../kernel/schema.js'
 
 export const ProviderCode = Type.Union(PROVIDER_CODES.map((code) => Type.Literal(code)), {
   description: '`sandbox` (the gateway\'s own test provider), `stripe` or `square` (412 until configured).',

@@ -1,8 +1,8 @@
 // The ClickHouse side of the ingest worker's EventSink (src/events/types.ts).
 
-import type { EventSink, UsageEventRow } from '../events/types.js'
-import { insertEventsOnce } from './events.js'
-import type { ClickHouseStore } from './store.js'
+import type { EventSink, UsageEventRow } from './types.js'
+import { insertEventsOnce } from '../infra/clickhouse/tables.js'
+import type { ClickHouseStore } from '../infra/clickhouse/store.js'
 
 /**
  * Writes each job's events with insertEventsOnce(): rows already stored (a

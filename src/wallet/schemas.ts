@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { CustomerId } from '../runs/schemas.js'
-import { WalletBalanceSchema } from '../../../wallet/types.js'
+import { WalletBalanceSchema } from './types.js'
 
 export { CustomerId }
 

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
-import type { Clock } from '../src/clock.js'
-import type { InvoiceService } from '../src/invoices/service.js'
-import type { CloseReport } from '../src/invoices/types.js'
+import type { Clock } from '../kernel/clock.js'
+import type { InvoiceService } from '../invoices/service.js'
+import type { CloseReport } from '../invoices/types.js'
 
 export interface InvoiceWorkerOptions {
   invoices: InvoiceService

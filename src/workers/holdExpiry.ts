@@ -1,7 +1,7 @@
-import type { BudgetService } from '../src/budgets/service.js'
-import { SWEEP_PATTERNS, tagOfIndexKey } from '../src/budgets/keys.js'
-import { scanMasters } from '../src/redis/scan.js'
-import type { RedisClient } from '../src/redis/scripts.js'
+import type { BudgetService } from '../budgets/service.js'
+import { SWEEP_PATTERNS, tagOfIndexKey } from '../budgets/keys.js'
+import { scanMasters } from '../infra/redis/scan.js'
+import type { RedisClient } from '../infra/redis/scripts.js'
 
 /**
  * The background sweep of expired holds. Budgets apply expiry lazily whenever they are
