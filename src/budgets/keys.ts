@@ -1,4 +1,5 @@
 import { journalKey } from '../journal/keys.js'
+import { PREFIX } from '../infra/redis/keys.js'
 
 /**
  * Every Redis key of a budget, built in one place. All carry the hash tag `{project/budget}`,
@@ -14,8 +15,6 @@ export interface BudgetKeys {
   /** The journal outbox list of the budget's movements (src/journal/README.md). */
   journal: string
 }
-
-const PREFIX = 'mg:'
 
 export function budgetTag(projectId: string, budgetKey: string): string {
   return `{${projectId}/${budgetKey}}`

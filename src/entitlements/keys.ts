@@ -1,18 +1,16 @@
-import { catalogTag } from '../catalog/keys.js'
+import { PREFIX, projectTag } from '../infra/redis/keys.js'
 
 /**
  * Every Redis key of entitlement usage, built in one place. All carry the project's catalog hash
  * tag `{cat:<projectId>}`: a script counts usage, reads the customer and (runs) moves wallet
  * money in one Cluster slot, atomically.
  */
-const PREFIX = 'mg:'
-
 /**
  * A customer's usage counters: field `<featureSlug>` = the feature's counters in its current
  * reset period (the encoding is in lua/includes/entitlementUsage.lua).
  */
 export function usageKey(projectId: string, customerId: string): string {
-  return `${PREFIX}${catalogTag(projectId)}:eu:${customerId}`
+  return `${PREFIX}${projectTag(projectId)}:eu:${customerId}`
 }
 
 /**
@@ -21,5 +19,5 @@ export function usageKey(projectId: string, customerId: string): string {
  * the feature as denied when the value exists and is greater than now.
  */
 export function entitlementStateKey(projectId: string, customerId: string): string {
-  return `${PREFIX}${catalogTag(projectId)}:es:${customerId}`
+  return `${PREFIX}${projectTag(projectId)}:es:${customerId}`
 }

@@ -1,4 +1,4 @@
-import { catalogTag } from '../catalog/keys.js'
+import { PREFIX, projectTag } from '../infra/redis/keys.js'
 
 /**
  * Every Redis key of raw-event ingestion, built in one place. Dedup keys carry the project's
@@ -6,8 +6,6 @@ import { catalogTag } from '../catalog/keys.js'
  * customers' access flags (catalog keys) and the dedup hashes of one project in one call, so
  * all must sit in one Cluster slot.
  */
-const PREFIX = 'mg:'
-
 /**
  * The dedup window is kept in hashes: field = the event's idempotencyKey ?? id, value = the
  * epoch ms its window ends. An event marked at `t` goes to bucket `floor(t / window)`, so one
@@ -18,7 +16,7 @@ const PREFIX = 'mg:'
 export const DEDUP_SHARDS = 16
 
 export function dedupBucketKey(projectId: string, bucket: number, shard: number): string {
-  return `${PREFIX}${catalogTag(projectId)}:evd:${bucket}:${shard}`
+  return `${PREFIX}${projectTag(projectId)}:evd:${bucket}:${shard}`
 }
 
 /** The shard of a dedup key (FNV-1a of its UTF-16 units). */
@@ -34,5 +32,5 @@ export function dedupShard(key: string): number {
  * its day's hash and the day before.
  */
 export function claimDayKey(projectId: string, day: number): string {
-  return `${PREFIX}${catalogTag(projectId)}:evc:${day}`
+  return `${PREFIX}${projectTag(projectId)}:evc:${day}`
 }

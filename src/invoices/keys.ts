@@ -1,4 +1,5 @@
-import { catalogKey, catalogTag } from '../catalog/keys.js'
+import { catalogKey } from '../catalog/keys.js'
+import { PREFIX, projectTag } from '../infra/redis/keys.js'
 
 /**
  * Every Redis key of invoices, built in one place. All carry the project's catalog hash tag
@@ -6,11 +7,9 @@ import { catalogKey, catalogTag } from '../catalog/keys.js'
  * invoice, the billing state of its subscription and the project's journal outbox atomically,
  * unchanged on a Cluster.
  */
-const PREFIX = 'mg:'
-
 /** One invoice: a hash with `status`, `invoice` (JSON), `lines` (JSON), `dueTotal`, and `rated` (JSON: the usage quantities it rated). */
 export function invoiceKey(projectId: string, invoiceId: string): string {
-  return `${PREFIX}${catalogTag(projectId)}:inv:${invoiceId}`
+  return `${PREFIX}${projectTag(projectId)}:inv:${invoiceId}`
 }
 
 /**
@@ -19,7 +18,7 @@ export function invoiceKey(projectId: string, invoiceId: string): string {
  * billed for that cycle's usage so far, so a later close can bill late events exactly).
  */
 export function subscriptionBillingKey(projectId: string, subscriptionId: string): string {
-  return `${PREFIX}${catalogTag(projectId)}:invsub:${subscriptionId}`
+  return `${PREFIX}${projectTag(projectId)}:invsub:${subscriptionId}`
 }
 
 /** The project's journal outbox (`mg:{cat:<projectId>}:journal`, drained by src/workers/journal.ts). */

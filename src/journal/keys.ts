@@ -1,11 +1,10 @@
+import { PREFIX, projectTag } from '../infra/redis/keys.js'
+
 /**
  * The journal outbox's Redis keys. A list per hash tag, `mg:<tag>:journal`, written by the Lua
  * scripts that make movements under that tag (so the append is atomic with the movement), and
  * beside it, in the same slot, the claim a drainer holds while it works on the list.
  */
-import { catalogTag } from '../catalog/keys.js'
-
-const PREFIX = 'mg:'
 
 /** The outbox list of a hash tag (`{p/k}` for a budget, `{cat:<projectId>}` for a project). */
 export function journalKey(tag: string): string {
@@ -14,7 +13,7 @@ export function journalKey(tag: string): string {
 
 /** The outbox list of a project's own tag `{cat:<projectId>}` (wallets, runs, invoices). */
 export function projectJournalKey(projectId: string): string {
-  return journalKey(catalogTag(projectId))
+  return journalKey(projectTag(projectId))
 }
 
 /** What the drain scans for (every master of a Cluster). */

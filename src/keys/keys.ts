@@ -1,8 +1,10 @@
+import { PREFIX } from '../infra/redis/keys.js'
+
 /** Redis keys of projects and API keys. Each is used alone, so they need no shared hash tag. */
-export const projectKey = (projectId: string) => `mg:project:${projectId}`
+export const projectKey = (projectId: string) => `${PREFIX}project:${projectId}`
 /** An API key's record, found by the SHA-256 of the key: the key itself is never stored. */
-export const apiKeyKey = (sha: string) => `mg:apikey:${sha}`
+export const apiKeyKey = (sha: string) => `${PREFIX}apikey:${sha}`
 /** keyId → sha, so a key can be revoked by its id. */
-export const apiKeyIdKey = (keyId: string) => `mg:apikeyid:${keyId}`
+export const apiKeyIdKey = (keyId: string) => `${PREFIX}apikeyid:${keyId}`
 /** Every gateway listens here and drops a revoked key from its cache at once. */
-export const REVOCATION_CHANNEL = 'mg:apikeys:revoked'
+export const REVOCATION_CHANNEL = `${PREFIX}apikeys:revoked`

@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import type { Clock } from '../kernel/clock.js'
 import { success, type Result } from '../kernel/errors.js'
+import { PREFIX } from '../infra/redis/keys.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
 import { checkCard, type CardForm } from './cards.js'
 import { messagePage, setupFormPage } from './page.js'
@@ -23,11 +24,11 @@ interface Session extends CustomerRef {
 export type PageResult = { kind: 'html'; status: 200 | 400 | 404 | 410; html: string } | { kind: 'redirect'; location: string }
 
 function tokenKey(token: string): string {
-  return `mg:{ps:${token}}:setup`
+  return `${PREFIX}{ps:${token}}:setup`
 }
 
 function methodsKey(projectId: string, customerId: string): string {
-  return `mg:{pay:${projectId}}:pm:${customerId}`
+  return `${PREFIX}{pay:${projectId}}:pm:${customerId}`
 }
 
 interface StoredMethod extends PaymentMethod {

@@ -1,4 +1,5 @@
 import type { Clock } from '../kernel/clock.js'
+import { PREFIX } from '../infra/redis/keys.js'
 import { Script, type RedisClient } from '../infra/redis/scripts.js'
 
 const hit = new Script('hitRateLimit-1')
@@ -15,7 +16,7 @@ export class RateLimiter {
   async hit(keyId: string): Promise<{ allowed: true } | { allowed: false; retryAfterMs: number }> {
     const now = this.clock()
     const start = now - (now % WINDOW_MS)
-    const count = Number(await hit.run(this.redis, [`mg:rl:{${keyId}}:${start}`], [WINDOW_MS * 2]))
+    const count = Number(await hit.run(this.redis, [`${PREFIX}rl:{${keyId}}:${start}`], [WINDOW_MS * 2]))
     if (count <= this.perSecond) return { allowed: true }
     return { allowed: false, retryAfterMs: start + WINDOW_MS - now }
   }

@@ -1,6 +1,7 @@
-import { catalogKey, catalogTag, customerKey } from '../catalog/keys.js'
+import { catalogKey, customerKey } from '../catalog/keys.js'
 import { entitlementStateKey } from '../entitlements/keys.js'
 import { walletKeys } from '../wallet/keys.js'
+import { PREFIX, projectTag } from '../infra/redis/keys.js'
 
 /**
  * Every Redis key of runs, built in one place. All carry the project's hash tag `{cat:<projectId>}`
@@ -8,8 +9,6 @@ import { walletKeys } from '../wallet/keys.js'
  * and its entitlement state, so one script starts a child run from its parent, prices against the
  * customer's access and settles a root run at the wallet atomically, on a Cluster too.
  */
-const PREFIX = 'mg:'
-
 export interface RunKeys {
   /** The customer's runs: one hash, fields `<runId>:<name>` (lua/includes/runs.lua). */
   runs: string
@@ -30,29 +29,29 @@ export interface RunKeys {
 
 export function runKeys(projectId: string, customerId: string): RunKeys {
   const w = walletKeys(projectId, customerId)
-  return { runs: `${PREFIX}${catalogTag(projectId)}:rn:${customerId}`, wallet: w.wallet, credits: w.credits, journal: w.journal, deadlines: deadlinesKey(projectId), purges: purgesKey(projectId), leases: leaseSettlementsKey(projectId) }
+  return { runs: `${PREFIX}${projectTag(projectId)}:rn:${customerId}`, wallet: w.wallet, credits: w.credits, journal: w.journal, deadlines: deadlinesKey(projectId), purges: purgesKey(projectId), leases: leaseSettlementsKey(projectId) }
 }
 
 /** runId → customerId, for the project. */
 export function runIndexKey(projectId: string): string {
-  return `${PREFIX}${catalogTag(projectId)}:ri`
+  return `${PREFIX}${projectTag(projectId)}:ri`
 }
 
 export function deadlinesKey(projectId: string): string {
-  return `${PREFIX}${catalogTag(projectId)}:rx`
+  return `${PREFIX}${projectTag(projectId)}:rx`
 }
 
 export function purgesKey(projectId: string): string {
-  return `${PREFIX}${catalogTag(projectId)}:rp`
+  return `${PREFIX}${projectTag(projectId)}:rp`
 }
 
 export function leaseSettlementsKey(projectId: string): string {
-  return `${PREFIX}${catalogTag(projectId)}:rl`
+  return `${PREFIX}${projectTag(projectId)}:rl`
 }
 
 /** A run's data: what its consumes wrote (cost and quantity so far per feature, consume records). */
 export function runDataKey(projectId: string, runId: string): string {
-  return `${PREFIX}${catalogTag(projectId)}:rd:${runId}`
+  return `${PREFIX}${projectTag(projectId)}:rd:${runId}`
 }
 
 /** The keys consume reads besides the run's: the customer's access flags, the catalog version, the entitlement state. */

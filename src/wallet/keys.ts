@@ -1,13 +1,11 @@
-import { catalogTag } from '../catalog/keys.js'
 import { projectJournalKey } from '../journal/keys.js'
+import { PREFIX, projectTag } from '../infra/redis/keys.js'
 
 /**
  * Every Redis key of a customer's wallet, built in one place. All carry the project's hash tag
  * `{cat:<projectId>}` (src/catalog/keys.ts), like the catalog, the customers and the runs, so one
  * script can check a customer, move run budgets and wallet money atomically, on a Cluster too.
  */
-const PREFIX = 'mg:'
-
 export interface WalletKeys {
   /** The wallet hash: currency, cash available and held, idempotency records. */
   wallet: string
@@ -20,7 +18,7 @@ export interface WalletKeys {
 }
 
 export function walletKeys(projectId: string, customerId: string): WalletKeys {
-  const tag = catalogTag(projectId)
+  const tag = projectTag(projectId)
   return {
     wallet: `${PREFIX}${tag}:w:${customerId}`,
     credits: `${PREFIX}${tag}:wc:${customerId}`,

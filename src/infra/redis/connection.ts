@@ -1,5 +1,7 @@
 import { Cluster, Redis } from 'ioredis'
-import type { RedisClient } from './scripts.js'
+
+/** A connection to our Redis: one server, or a Cluster. */
+export type RedisClient = Redis | Cluster
 
 /**
  * Connects to Redis from a URL. `redis://host:port/db` is a standalone server;

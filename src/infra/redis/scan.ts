@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis'
-import type { RedisClient } from './scripts.js'
+import type { RedisClient } from './connection.js'
 
 /** The nodes that hold data: every master of a Cluster, or the one server. */
 export function masters(redis: RedisClient): Redis[] {

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto'
 import { readFileSync, readdirSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import type { Cluster, Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
+import type { RedisClient } from './connection.js'
 import { masters } from './scan.js'
 
-export type RedisClient = Redis | Cluster
+export type { RedisClient }
 
 const LUA_DIR = fileURLToPath(new URL('../../../lua/', import.meta.url))
 const INCLUDE = /^--@include (\w+)\s*$/gm
