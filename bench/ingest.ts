@@ -280,7 +280,7 @@ async function insertLeg(
   once: boolean,
 ): Promise<IngestLeg> {
   const label = once ? 'insertEventsOnce (server)' : `ClickHouse insert (${kind})`;
-  const { openClickHouse } = await import('../src/infra/clickhouse/store.js');
+  const { openClickHouse } = await import('../src/infra/clickhouse/open.js');
   const { migrate } = await import('../src/infra/clickhouse/migrations.js');
   const { insertEventsOnce } = await import('../src/infra/clickhouse/tables.js');
   type Row = Parameters<typeof insertEventsOnce>[1][number];

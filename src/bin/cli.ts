@@ -1,15 +1,13 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { BudgetService } from '../budgets/service.js'
-import { CatalogService } from '../catalog/service.js'
+import { pino } from 'pino'
+import { buildServices } from '../container.js'
 import { systemClock } from '../kernel/clock.js'
 import { loadConfig } from '../kernel/config.js'
 import { projectKey } from '../keys/keys.js'
-import { KeyService } from '../keys/service.js'
 import { connectRedis } from '../infra/redis/connection.js'
 import { runningEmbeddedRedis, startEmbeddedRedis } from '../infra/redis/local.js'
 import { applyConfigDocument } from '../usecases/applyConfig.js'
-import { WalletService } from '../wallet/service.js'
 
 const USAGE = `Usage: npm run cli -- <command>
   project create [--name NAME]                         create a project and its first key
@@ -33,7 +31,9 @@ async function main(argv: string[]): Promise<number> {
   const running = config.redisUrl ?? (await runningEmbeddedRedis(config.dataDir))
   const embedded = running ? undefined : await startEmbeddedRedis(config.dataDir)
   const redis = connectRedis(running ?? embedded!.url, 'metering-cli')
-  const keys = new KeyService(redis, systemClock)
+  // The same wiring as the gateway's (src/container.ts); logs go to stderr, answers to stdout.
+  const container = buildServices({ config, redis, clock: systemClock, logger: pino({ level: config.logLevel }, pino.destination(2)) })
+  const { keys, catalog, wallet } = container.services
   try {
     if (noun === 'project' && verb === 'create') {
       print(await keys.createProject(values.name ?? ''))
@@ -49,8 +49,7 @@ async function main(argv: string[]): Promise<number> {
       if ((await redis.exists(projectKey(values.project))) === 0) return fail(`Project ${values.project} does not exist.`)
       const document: unknown = JSON.parse(readFileSync(verb, 'utf8'))
       if (values['dry-run'] && typeof document === 'object' && document !== null) (document as { dryRun?: boolean }).dryRun = true
-      const catalog = new CatalogService(redis, systemClock, new BudgetService(redis, systemClock))
-      const result = await applyConfigDocument({ catalog, wallet: new WalletService(redis, systemClock) }, values.project, document, 'cli')
+      const result = await applyConfigDocument({ catalog, wallet }, values.project, document, 'cli')
       if (!result.ok) {
         print(result.details ?? {})
         return fail(result.message)
@@ -66,6 +65,7 @@ async function main(argv: string[]): Promise<number> {
     }
     return 0
   } finally {
+    await container.close()
     await redis.quit()
     await embedded?.stop()
   }

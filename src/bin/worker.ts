@@ -1,34 +1,20 @@
-import { AnalyticsService } from '../analytics/service.js'
-import { BudgetService } from '../budgets/service.js'
-import { CatalogService } from '../catalog/service.js'
-import { systemClock } from '../kernel/clock.js'
-import { loadConfig } from '../kernel/config.js'
-import { clickHouseEventSink } from '../events/clickhouse.js'
-import { createLogger, openHistory } from './gateway.js'
-import { LimitChecker } from '../notifications/limits.js'
-import { loadNotificationOptions } from '../notifications/options.js'
-import { Notifications } from '../notifications/queue.js'
-import { WebhookService } from '../notifications/webhooks.js'
+import { buildServices, startBackground } from '../container.js'
+import { openHistory } from '../infra/clickhouse/open.js'
 import { connectRedis } from '../infra/redis/connection.js'
 import { loadLibrary } from '../infra/redis/scripts.js'
-import { startHoldExpiry } from '../workers/holdExpiry.js'
-import { startIngestWorker } from '../workers/ingest.js'
-import { startJournalWorker } from '../workers/journal.js'
-import { startInvoiceWorker } from '../workers/invoices.js'
-import { InvoiceService } from '../invoices/service.js'
-import { walletForInvoices } from '../invoices/wallet.js'
-import { startNotificationWorker } from '../workers/notifications.js'
-import { startRunExpiry } from '../workers/runExpiry.js'
-import { RunService } from '../runs/service.js'
+import { systemClock } from '../kernel/clock.js'
+import { loadConfig } from '../kernel/config.js'
+import { createLogger } from '../kernel/logger.js'
 
 /**
  * `npm run worker`: the background work, runnable apart from the gateway for scale-out.
- * It sweeps expired holds, drains accepted usage events into ClickHouse (the ingest worker of
- * src/workers/ingest.ts) checking entitlement limits after each batch (limit.reached), and
- * delivers notifications to the projects' webhooks (src/workers/notifications.ts), and drains the
- * journal outbox (budget movements, …) into ClickHouse (src/workers/journal.ts). It needs
- * REDIS_URL and CLICKHOUSE_URL: the embedded Redis and chDB data directories belong to the
- * gateway's process (chDB allows one process per data directory).
+ * It sweeps expired holds and runs, drains accepted usage events into ClickHouse (the ingest
+ * worker of src/workers/ingest.ts) checking entitlement limits after each batch (limit.reached),
+ * delivers notifications to the projects' webhooks (src/workers/notifications.ts), drains the
+ * journal outbox (budget movements, …) into ClickHouse (src/workers/journal.ts) and closes ended
+ * billing cycles (src/workers/invoices.ts). It needs REDIS_URL and CLICKHOUSE_URL: the embedded
+ * Redis and chDB data directories belong to the gateway's process (chDB allows one process per
+ * data directory).
  */
 const config = loadConfig()
 const logger = createLogger(config)
@@ -43,42 +29,25 @@ if (!config.clickhouseUrl) {
 const store = await openHistory(config)
 const redis = connectRedis(config.redisUrl, 'metering-worker')
 await loadLibrary(redis)
-const notificationOptions = loadNotificationOptions()
-const notifications = new Notifications(redis.duplicate(), logger, notificationOptions.queueName)
-const budgets = new BudgetService(redis, systemClock, {
-  onCrossed: (projectId, budgetKey, crossed) => notifications.limitCrossed({ projectId, budgetKey, crossed, at: systemClock() }),
+const container = buildServices({ config, redis, clock: systemClock, logger, clickhouse: store })
+// Unlike the gateway's in-process workers, a worker process always runs every part.
+const background = startBackground(container, store, {
+  redis,
+  redisUrl: config.redisUrl,
+  clock: systemClock,
+  logger,
+  ingest: true,
+  journalIntervalMs: config.journalIntervalMs || 1000,
+  invoiceIntervalMs: config.invoiceIntervalMs || 60_000,
+  sweepIntervalMs: config.sweepIntervalMs || 5000,
+  deliver: true,
 })
-const catalog = new CatalogService(redis, systemClock, budgets)
-const analytics = new AnalyticsService(store, systemClock, catalog, budgets)
-const limits = new LimitChecker({ redis, analytics, queue: (event) => notifications.limitReached(event), clock: systemClock, logger })
-const ingestConnection = connectRedis(config.redisUrl, 'metering-ingest', { blocking: true })
-const ingest = startIngestWorker({
-  connection: ingestConnection, sink: clickHouseEventSink(store), logger, concurrency: config.ingestConcurrency, lockMs: config.ingestLockMs,
-  afterInsert: (rows) => limits.afterInsert(rows),
-})
-const journal = startJournalWorker({ redis, store, logger, intervalMs: config.journalIntervalMs || 1000 })
-// Ended billing cycles into invoices (src/invoices/README.md): safe beside the gateways' own.
-const invoiceWorker = startInvoiceWorker({
-  invoices: new InvoiceService(redis, systemClock, store, walletForInvoices(redis, systemClock)), clock: systemClock, logger, intervalMs: config.invoiceIntervalMs || 60_000,
-})
-const stopSweep = startHoldExpiry(redis, budgets, config.sweepIntervalMs || 5000, (err) => logger.error({ err }, 'hold expiry sweep failed'))
-const stopRunSweep = startRunExpiry(redis, new RunService(redis, systemClock, budgets), config.sweepIntervalMs || 5000, (err) => logger.error({ err }, 'run expiry sweep failed'))
-const webhooks = new WebhookService(redis, systemClock)
-const deliveryConnection = connectRedis(config.redisUrl, 'metering-notifications', { blocking: true })
-const delivery = startNotificationWorker({ connection: deliveryConnection, webhooks, clock: systemClock, logger, options: notificationOptions })
 logger.info({ clickhouse: store.kind, database: store.database, concurrency: config.ingestConcurrency }, 'metering worker running (hold expiry, ingest into ClickHouse, journal outbox into ClickHouse, limit checks, webhook delivery)')
 
 const stop = async () => {
-  stopSweep()
-  stopRunSweep()
-  await journal.close()
-  await invoiceWorker.close()
-  await ingest.close()
-  await ingestConnection.quit()
+  await background.close()
+  await container.close()
   await store.close()
-  await delivery.close()
-  await deliveryConnection.quit()
-  await notifications.close()
   await redis.quit()
   process.exit(0)
 }

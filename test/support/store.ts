@@ -5,7 +5,8 @@ import os from 'node:os'
 import path from 'node:path'
 import { inject } from 'vitest'
 import { migrate } from '../../src/infra/clickhouse/migrations.js'
-import { openClickHouse, type ClickHouseStore } from '../../src/infra/clickhouse/store.js'
+import { openClickHouse } from '../../src/infra/clickhouse/open.js'
+import type { ClickHouseStore } from '../../src/infra/clickhouse/store.js'
 
 export interface TestStore {
   store: ClickHouseStore

@@ -3,8 +3,6 @@
 // and chDB in-process (the `chdb` package, in a worker thread). The SQL is the
 // same for both and also runs on Debian's clickhouse-server 18.16; see README.md.
 
-import path from 'node:path'
-
 export interface InsertOptions {
   /**
    * Passed as `insert_deduplication_token` where the engine knows that setting
@@ -30,25 +28,6 @@ export interface ClickHouseStore {
   /** One INSERT of all rows (columns = the first row's keys); a no-op for no rows. */
   insert(table: string, rows: ReadonlyArray<Record<string, unknown>>, options?: InsertOptions): Promise<void>
   close(): Promise<void>
-}
-
-export interface OpenClickHouseOptions {
-  /** CLICKHOUSE_URL: set → a server over HTTP; unset → chDB under dataDir. */
-  url?: string | undefined
-  /** METERING_DATA_DIR; chDB keeps its files in <dataDir>/clickhouse. */
-  dataDir: string
-  /** Created if missing and used for unqualified names; default "default". */
-  database?: string
-}
-
-export async function openClickHouse(options: OpenClickHouseOptions): Promise<ClickHouseStore> {
-  const database = options.database ?? 'default'
-  if (options.url) {
-    const { openServerStore } = await import('./server.js')
-    return openServerStore({ url: options.url, database })
-  }
-  const { openEmbeddedStore } = await import('./embedded.js')
-  return openEmbeddedStore({ path: path.join(options.dataDir, 'clickhouse'), database })
 }
 
 /** Appends FORMAT JSONEachRow to a SELECT (after a trailing `;` or whitespace is trimmed). */

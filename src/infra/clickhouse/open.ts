@@ -1,0 +1,37 @@
+// Opening the store the configuration names: a ClickHouse server when CLICKHOUSE_URL is set,
+// chDB in a child process otherwise (store.ts is the interface both keep).
+
+import path from 'node:path'
+import { migrate } from './migrations.js'
+import type { ClickHouseStore } from './store.js'
+
+export interface OpenClickHouseOptions {
+  /** CLICKHOUSE_URL: set → a server over HTTP; unset → chDB under dataDir. */
+  url?: string | undefined
+  /** METERING_DATA_DIR; chDB keeps its files in <dataDir>/clickhouse. */
+  dataDir: string
+  /** Created if missing and used for unqualified names; default "default". */
+  database?: string
+}
+
+export async function openClickHouse(options: OpenClickHouseOptions): Promise<ClickHouseStore> {
+  const database = options.database ?? 'default'
+  if (options.url) {
+    const { openServerStore } = await import('./server.js')
+    return openServerStore({ url: options.url, database })
+  }
+  const { openEmbeddedStore } = await import('./embedded.js')
+  return openEmbeddedStore({ path: path.join(options.dataDir, 'clickhouse'), database })
+}
+
+/** Opens the store and applies its migrations (closed again if they fail). */
+export async function openHistory(options: { clickhouseUrl?: string | undefined; dataDir: string; clickhouseDatabase?: string | undefined }): Promise<ClickHouseStore> {
+  const store = await openClickHouse({ url: options.clickhouseUrl, dataDir: options.dataDir, ...(options.clickhouseDatabase === undefined ? {} : { database: options.clickhouseDatabase }) })
+  try {
+    await migrate(store)
+  } catch (err) {
+    await store.close().catch(() => {})
+    throw err
+  }
+  return store
+}
