@@ -3,6 +3,7 @@ import { FOREVER_MS, cycleAt } from '../catalog/cycles.js'
 import type { Entitlement } from '../catalog/schemas.js'
 import type { BudgetService } from '../budgets/service.js'
 import { checkProject, type CatalogService } from '../catalog/service.js'
+import type { EntitlementService } from '../entitlements/service.js'
 import type { ClickHouseStore } from '../infra/clickhouse/store.js'
 import type { Clock } from '../kernel/clock.js'
 import { success, type Result } from '../kernel/errors.js'
@@ -29,6 +30,7 @@ export class AnalyticsService {
     private readonly store: ClickHouseStore | undefined,
     private readonly clock: Clock,
     private readonly catalog: CatalogService,
+    private readonly entitlements: EntitlementService,
     /** Budgets the forecast looks at (budgetLimits); none without. */
     private readonly budgets?: BudgetService,
   ) {}
@@ -85,7 +87,7 @@ export class AnalyticsService {
    * Also the limit check of limit.reached notifications (src/notifications/limits.ts).
    */
   async entitlementLimit(projectId: string, customerId: string, featureSlug: string, now: number): Promise<EntitlementLimit | undefined> {
-    const entitlements = await this.catalog.listEntitlements(projectId, customerId)
+    const entitlements = await this.entitlements.listEntitlements(projectId, customerId)
     if (!entitlements.ok) return undefined
     const e = usageEntitlement(entitlements.value, featureSlug)
     if (!e) return undefined
@@ -122,7 +124,7 @@ export class AnalyticsService {
 
   /** The price callback of usage(): reads the entitlements and their plan versions' currencies once, then rates synchronously. */
   private async spendingPricer(projectId: string, customerId: string): Promise<((row: { feature_slug: string; usage: number; exact: string }) => PricedUsage | null) | undefined> {
-    const entitlements = await this.catalog.listEntitlements(projectId, customerId)
+    const entitlements = await this.entitlements.listEntitlements(projectId, customerId)
     if (!entitlements.ok) return undefined
     const currencies = new Map<string, string>()
     for (const e of entitlements.value) {

@@ -38,3 +38,15 @@ export const ConsumptionSchema = Type.Object({
   balance: BalanceSchema,
   crossed: CrossedSchema,
 })
+
+/** POST /v1/budgets/upsert, and each budget of a config document. */
+export const BudgetUpsertSchema = strictObject({
+  key: BudgetKey,
+  unit: Type.Optional(Type.String({ maxLength: 32, description: 'What amounts count, e.g. USD or tokens. Informational.' })),
+  limits: Type.Array(LimitConfigSchema, { maxItems: 32 }),
+  holds: Type.Optional(strictObject({
+    defaultTtlMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 31_536_000_000 })),
+    maxTtlMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 31_536_000_000 })),
+  })),
+  closesAt: Type.Optional(Type.Union([EpochMs, Type.Null()])),
+})

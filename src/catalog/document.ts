@@ -1,5 +1,5 @@
 import { Kind, Type, type Static, type TSchema } from '@sinclair/typebox'
-import { upsertBudget } from '../http/routes/budgets/upsert.js'
+import { BudgetUpsertSchema } from '../budgets/schemas.js'
 import { EpochMs, strictObject } from '../kernel/schema.js'
 import { compile } from '../kernel/validation.js'
 import { CreditDocInput } from '../wallet/document.js'
@@ -194,7 +194,7 @@ export const GrantInput = strictObject({
   version: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
 }, { description: "Units of a feature for a customer. It adds to the customer's subscription entitlement to the feature at effectiveAt; without one, plan and version name the plan version whose feature it entitles." })
 
-export const BudgetInput = upsertBudget.body!
+export const BudgetInput = BudgetUpsertSchema
 
 export const ConfigDocumentSchema = strictObject({
   dryRun: Type.Optional(Type.Boolean({ description: 'true: validate and report what would change, without applying.' })),

@@ -1,6 +1,5 @@
 import { Script, type RedisClient } from '../infra/redis/scripts.js'
-import { catalogKey, customerKey } from './keys.js'
-import type { SubscriptionStatus } from './schemas.js'
+import { catalogKey, customerKey, flagsOf } from './keys.js'
 import type { AccessFlags, CatalogIndex, CustomerSource, CustomerView, StoredCatalog } from './types.js'
 
 /** Storage adapter of the catalog (README, "Storage"): one query per function, one round trip each. */
@@ -67,12 +66,24 @@ export async function applyCatalog(
   return { status: status as 'ok' | 'version_conflict', version: Number(version) }
 }
 
-export function flagsOf(hash: Record<string, string>): AccessFlags {
-  return {
-    customerDisabled: hash.customerDisabled === '1',
-    customerUsageLimitReached: hash.customerUsageLimitReached === '1',
-    subscriptionStatus: (hash.subscriptionStatus as SubscriptionStatus | undefined) ?? null,
-  }
+/** Read documents and access flags of some customers (no `src`), in one pipelined round trip. */
+export async function readCustomerViews(redis: RedisClient, projectId: string, customerIds: string[]): Promise<Map<string, { view: CustomerView; flags: AccessFlags }>> {
+  const out = new Map<string, { view: CustomerView; flags: AccessFlags }>()
+  if (customerIds.length === 0) return out
+  const pipeline = redis.pipeline()
+  for (const id of customerIds) pipeline.hmget(customerKey(projectId, id), 'doc', 'customerDisabled', 'customerUsageLimitReached', 'subscriptionStatus')
+  const replies = (await pipeline.exec()) ?? []
+  replies.forEach(([error, value], i) => {
+    if (error) throw error
+    const [doc, customerDisabled, customerUsageLimitReached, subscriptionStatus] = value as (string | null)[]
+    if (!doc) return
+    const hash: Record<string, string> = {}
+    if (customerDisabled) hash.customerDisabled = customerDisabled
+    if (customerUsageLimitReached) hash.customerUsageLimitReached = customerUsageLimitReached
+    if (subscriptionStatus) hash.subscriptionStatus = subscriptionStatus
+    out.set(customerIds[i]!, { view: JSON.parse(doc) as CustomerView, flags: flagsOf(hash) })
+  })
+  return out
 }
 
 /** A customer's read document and access flags: one HGETALL. undefined when the customer does not exist. */

@@ -2,8 +2,6 @@ import { budgetRuleIssues, resolveHolds, type BudgetService } from '../budgets/s
 import type { Clock } from '../kernel/clock.js'
 import { failure, success, type Failure, type Result } from '../kernel/errors.js'
 import { formatUnits, parseAmount } from '../kernel/money.js'
-import { readCustomerWithUsage } from '../entitlements/redis.js'
-import { withUsage } from '../entitlements/usage.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
 import { changeOf } from './canonical.js'
 import { buildCustomers, customersToRead } from './customers.js'
@@ -12,13 +10,36 @@ import { configFailure, Issues } from './issues.js'
 import { buildCatalog, emptyChanges, firstOfEach } from './plans.js'
 import * as store from './redis.js'
 import type {
-  AccessUpdateRequest, Entitlement, EntitlementReduced, FeaturesListResponse, PlanVersionsListRequest,
+  AccessUpdateRequest, FeaturesListResponse, PlanVersionsListRequest,
   PlanVersionsListResponse, Subscription,
 } from './schemas.js'
-import type { ApplyResult, ChangeLists } from './types.js'
+import type { AccessFlags, ApplyResult, ChangeLists, CustomerView } from './types.js'
 import {
-  entitlementsAt, featureListItem, filterPlanVersions, planVersionDetail, planVersionListItem, reduceEntitlement, subscriptionAt,
+  featureListItem, filterPlanVersions, planVersionDetail, planVersionListItem, subscriptionAt,
 } from './views.js'
+
+/**
+ * The catalog's stored state as other domains and workers read it (invoices close cycles from
+ * it, the ingest worker counts usage against it), so none of them reads the catalog's keys.
+ */
+export class CatalogReads {
+  constructor(private readonly redis: RedisClient) {}
+
+  /** The catalog and the index of its customers. */
+  state(projectId: string): Promise<store.CatalogState> {
+    return store.readCatalogState(this.redis, projectId)
+  }
+
+  /** A customer's read document and access flags; undefined when the customer does not exist. */
+  customer(projectId: string, customerId: string): Promise<{ view: CustomerView; flags: AccessFlags } | undefined> {
+    return store.readCustomer(this.redis, projectId, customerId)
+  }
+
+  /** Read documents and access flags of some customers, in one round trip. */
+  customers(projectId: string, customerIds: string[]): Promise<Map<string, { view: CustomerView; flags: AccessFlags }>> {
+    return store.readCustomerViews(this.redis, projectId, customerIds)
+  }
+}
 
 /**
  * The product catalog (src/catalog/README.md): a project's features, plans and plan versions,
@@ -74,24 +95,6 @@ export class CatalogService {
       if (!upserted.ok) return upserted
     }
     return success({ dryRun: false, catalogVersion: version, summary })
-  }
-
-  /**
-   * POST /v1/access/entitlements/list, with the usage counted against each entitlement and grant
-   * (src/entitlements/README.md): the customer and its usage counters in one call.
-   */
-  async listEntitlements(projectId: string, customerId: string): Promise<Result<Entitlement[]>> {
-    const customer = await readCustomerWithUsage(this.redis, projectId, customerId)
-    if (!customer) return customerNotFound(customerId)
-    if (customer.flags.customerDisabled) return customerDisabled(customerId)
-    const now = this.clock()
-    return success(withUsage(entitlementsAt(customer.view, customer.flags, now), customer.usage, customer.view, now))
-  }
-
-  /** POST /v1/entitlements/get: the same entitlements, reduced. */
-  async getEntitlements(projectId: string, customerId: string): Promise<Result<EntitlementReduced[]>> {
-    const listed = await this.listEntitlements(projectId, customerId)
-    return listed.ok ? success(listed.value.map(reduceEntitlement)) : listed
   }
 
   /** POST /v1/subscriptions/get. A disabled customer's subscription is shown (customer.active false). */
@@ -156,11 +159,11 @@ export function checkProject(named: string | undefined, projectId: string): Fail
   return failure('forbidden', 'other_project', `The body names project ${named}; this key belongs to another project.`)
 }
 
-function customerDisabled(customerId: string): Failure {
+export function customerDisabled(customerId: string): Failure {
   return failure('forbidden', 'customer_disabled', `Customer ${customerId} is disabled (POST /v1/access/update); its entitlements are refused.`)
 }
 
-function customerNotFound(customerId: string): Failure {
+export function customerNotFound(customerId: string): Failure {
   return failure('not_found', 'customer_not_found', `Customer ${customerId} does not exist in this project.`)
 }
 

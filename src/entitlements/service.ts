@@ -1,16 +1,18 @@
-import type { Clock } from '../kernel/clock.js'
-import { failure, success, type Result } from '../kernel/errors.js'
-import { parseAmount } from '../kernel/money.js'
+import type { Entitlement, EntitlementReduced } from '../catalog/schemas.js'
+import { customerDisabled, customerNotFound } from '../catalog/service.js'
+import { entitlementsAt, reduceEntitlement } from '../catalog/views.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
+import type { Clock } from '../kernel/clock.js'
+import { success, type Result } from '../kernel/errors.js'
 import { entitlementStateKey } from './keys.js'
-import { checkEntitlement, readCustomerViews, type EntitlementUsageResult } from './redis.js'
-import { prepareEntitlementUsage, type EntitlementMode } from './usage.js'
+import { readCustomerWithUsage } from './redis.js'
+import { withUsage } from './usage.js'
 
 /**
- * Entitlement checks on the hot path (src/entitlements/README.md). Usage of raw events is
- * counted by the ingest worker's claim (lua/claimEvents-N.lua); this service offers the
- * synchronous check-and-count (lua/checkEntitlement-2.lua, through the include a runs script
- * calls too) and the denied state the run paths read.
+ * What a customer is entitled to now, with the usage counted against each entitlement and grant
+ * (src/entitlements/README.md). Usage of raw events is counted by the ingest worker's claim
+ * (lua/claimEvents-N.lua) and of runs by the consume script, both through the include
+ * lua/includes/entitlementUsage.lua; this service reads what they counted.
  */
 export class EntitlementService {
   constructor(
@@ -18,22 +20,19 @@ export class EntitlementService {
     private readonly clock: Clock,
   ) {}
 
-  /**
-   * Checks `amount` (a decimal string) of a feature for a customer at now, and in mode `count`
-   * counts it when the overage strategy allows it. 404 customer_not_found; 403 customer_disabled;
-   * 404 entitlement_not_found when no entitlement to the feature is in effect; 400 for an amount
-   * that is not a non-negative decimal.
-   */
-  async check(projectId: string, customerId: string, featureSlug: string, amount: string, mode: EntitlementMode = 'count'): Promise<Result<EntitlementUsageResult>> {
-    const units = parseAmount(amount)
-    if (units === undefined) return failure('invalid', 'invalid_request', 'amount must be a non-negative decimal with at most 8 fractional digits.')
+  /** POST /v1/access/entitlements/list: the customer and its usage counters in one call. */
+  async listEntitlements(projectId: string, customerId: string): Promise<Result<Entitlement[]>> {
+    const customer = await readCustomerWithUsage(this.redis, projectId, customerId)
+    if (!customer) return customerNotFound(customerId)
+    if (customer.flags.customerDisabled) return customerDisabled(customerId)
     const now = this.clock()
-    const customer = (await readCustomerViews(this.redis, projectId, [customerId])).get(customerId)
-    if (!customer) return failure('not_found', 'customer_not_found', `Customer ${customerId} does not exist in this project.`)
-    if (customer.flags.customerDisabled) return failure('forbidden', 'customer_disabled', `Customer ${customerId} is disabled (POST /v1/access/update).`)
-    const call = prepareEntitlementUsage(projectId, customer, featureSlug, units, now, mode)
-    if (!call) return failure('not_found', 'entitlement_not_found', `Customer ${customerId} has no entitlement to ${featureSlug} in effect now.`)
-    return success(await checkEntitlement(this.redis, call))
+    return success(withUsage(entitlementsAt(customer.view, customer.flags, now), customer.usage, customer.view, now))
+  }
+
+  /** POST /v1/entitlements/get: the same entitlements, reduced. */
+  async getEntitlements(projectId: string, customerId: string): Promise<Result<EntitlementReduced[]>> {
+    const listed = await this.listEntitlements(projectId, customerId)
+    return listed.ok ? success(listed.value.map(reduceEntitlement)) : listed
   }
 
   /** Whether a feature is denied for a customer now: one HGET of the state hash (the contract the run paths use). */

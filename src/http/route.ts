@@ -1,13 +1,11 @@
 import type { Static, TSchema } from '@sinclair/typebox'
 import type { Result } from '../kernel/errors.js'
+import type { Principal } from '../keys/types.js'
 import type { Services } from './services.js'
 
-/** Who is calling: the operator's root key, a project's API key with its scopes, or nobody (public routes). */
-export type Principal =
-  | { kind: 'root' }
-  | { kind: 'project'; projectId: string; keyId: string; scopes: readonly string[] }
-  | { kind: 'anonymous' }
+export type { Principal }
 
+/** Who is calling: the operator's root key, a project's API key with its scopes, or nobody (public routes). */
 /**
  * Who may call a route: `public` (no key), `root` (only METERING_ROOT_KEY), `project` (a
  * project key holding `scope`), or `any` (root, or a project key holding `scope`; the handler

@@ -2,7 +2,7 @@ import { rate, toMinorUnits, toQuantityUnits } from '../billing/rating.js'
 import { sha256 } from '../catalog/canonical.js'
 import { cycleAt } from '../catalog/cycles.js'
 import { CURRENCIES } from '../catalog/pricing.js'
-import { readCatalogState, readCustomer } from '../catalog/redis.js'
+import { CatalogReads } from '../catalog/service.js'
 import type { Currency, Feature } from '../catalog/schemas.js'
 import type { PhaseView, StoredCatalog, StoredPlanFeature, SubscriptionView } from '../catalog/types.js'
 import type { ClickHouseStore } from '../infra/clickhouse/store.js'
@@ -76,6 +76,7 @@ export function providerCharge(invoice: Pick<StoredInvoice, 'amount_due' | 'curr
 
 export class InvoiceService {
   private readonly options: InvoiceOptions
+  private readonly catalog: CatalogReads
 
   constructor(
     private readonly redis: RedisClient,
@@ -85,6 +86,7 @@ export class InvoiceService {
     options: Partial<InvoiceOptions> = {},
   ) {
     this.options = { ...DEFAULT_INVOICE_OPTIONS, ...options }
+    this.catalog = new CatalogReads(redis)
   }
 
   /** GET /v1/invoices/get/{invoiceId}: the invoice with its lines; 404 for an unknown id or another project's. */
@@ -120,10 +122,10 @@ export class InvoiceService {
   }
 
   private async closeProject(projectId: string, now: number, report: CloseReport, onlyCustomerId?: string): Promise<void> {
-    const state = await readCatalogState(this.redis, projectId)
+    const state = await this.catalog.state(projectId)
     const customerIds = Object.keys(state.index.customers).filter((c) => onlyCustomerId === undefined || c === onlyCustomerId).sort()
     for (const customerId of customerIds) {
-      const customer = await readCustomer(this.redis, projectId, customerId)
+      const customer = await this.catalog.customer(projectId, customerId)
       if (!customer) continue
       for (const subscription of customer.view.subscriptions) {
         if (subscription.phases.length === 0) continue

@@ -4,7 +4,7 @@ import { EventEmitter } from 'node:events'
 import type { Clock } from '../kernel/clock.js'
 import { failure, success, type Failure, type Result } from '../kernel/errors.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
-import type { Principal } from '../http/route.js'
+import type { Principal } from './types.js'
 import { REVOCATION_CHANNEL, apiKeyIdKey, apiKeyKey, projectKey } from './keys.js'
 
 /** Scopes a project key can hold; `*` holds them all. */

@@ -4,7 +4,7 @@ import { Batcher } from '../events/batcher.js'
 import type { Logger } from 'pino'
 import type { DeadLetterData } from '../events/deadLetters.js'
 import { BATCH_JOB, DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX } from '../events/queue.js'
-import { readCustomerViews } from '../entitlements/redis.js'
+import { CatalogReads } from '../catalog/service.js'
 import { countsOfEvents, type EventRowFeature } from '../entitlements/usage.js'
 import { claimEvents } from '../events/redis.js'
 import { toRows } from '../events/rows.js'
@@ -93,7 +93,7 @@ async function ownedEvents(connection: RedisClient, batchId: string, events: Usa
   for (const e of events) (byProject.get(e.projectId) ?? byProject.set(e.projectId, []).get(e.projectId)!).push(e)
   const owned = new Map<UsageEvent, EventRowFeature[]>()
   for (const [projectId, list] of byProject) {
-    const customers = await readCustomerViews(connection, projectId, [...new Set(list.map((e) => e.customerId))])
+    const customers = await new CatalogReads(connection).customers(projectId, [...new Set(list.map((e) => e.customerId))])
     const { counts, rows } = countsOfEvents(list, customers)
     const ids = await claimEvents(connection, projectId, batchId, list.map((e) => e.eventId), Date.now(), counts)
     list.forEach((e, i) => { if (ids.has(e.eventId)) owned.set(e, rows[i]!) })

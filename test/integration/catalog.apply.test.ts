@@ -7,6 +7,7 @@ import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { BudgetService } from '../../src/budgets/service.js'
 import { catalogKey } from '../../src/catalog/keys.js'
+import { EntitlementService } from '../../src/entitlements/service.js'
 import { CatalogService } from '../../src/catalog/service.js'
 import { manualClock } from '../../src/kernel/clock.js'
 import type { RedisClient } from '../../src/infra/redis/scripts.js'
@@ -492,7 +493,7 @@ describe('the example catalog (examples/ai-api-catalog.json)', () => {
       const project = uniquePrefix()
       const res = await service.apply(project, EXAMPLE, 'test')
       expect(res.ok, JSON.stringify(res)).toBe(true)
-      const entitlements = await service.listEntitlements(project, 'acme')
+      const entitlements = await new EntitlementService(cluster, clock).listEntitlements(project, 'acme')
       expect(entitlements.ok && entitlements.value.length).toBe(3)
       const subscription = await service.getSubscription(project, 'globex')
       expect(subscription.ok && subscription.value.planSlug).toBe('free')

@@ -13,6 +13,7 @@ import {
   EntitlementsGetResponseSchema, EntitlementsListResponseSchema, FeaturesListResponseSchema, PlanVersionSchema,
   PlanVersionsListResponseSchema, SubscriptionSchema,
 } from '../../src/catalog/schemas.js'
+import { EntitlementService } from '../../src/entitlements/service.js'
 import { CatalogService } from '../../src/catalog/service.js'
 import { manualClock } from '../../src/kernel/clock.js'
 import { getPlanVersion } from '../../src/http/routes/planVersions/get.js'
@@ -409,8 +410,9 @@ test('reading a customer\'s entitlements (with usage: one script) or subscriptio
       },
     }) as RedisClient
     const service = new CatalogService(counting, clock, new BudgetService(counting, clock))
-    expect((await service.listEntitlements(project, 'acme')).ok).toBe(true)
-    expect((await service.getEntitlements(project, 'acme')).ok).toBe(true)
+    const entitlements = new EntitlementService(counting, clock)
+    expect((await entitlements.listEntitlements(project, 'acme')).ok).toBe(true)
+    expect((await entitlements.getEntitlements(project, 'acme')).ok).toBe(true)
     expect((await service.getSubscription(project, 'acme')).ok).toBe(true)
     expect(await service.isCustomerDisabled(project, 'acme')).toBe(false)
     expect(commands).toEqual(['call', 'call', 'hgetall', 'hget'])

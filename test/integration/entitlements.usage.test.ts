@@ -4,7 +4,7 @@
 // clickhouse-server 18.16 in a throwaway database holds the rows); grant priority, a grant
 // expiring mid-period, reset at a monthly period end in New York time, every overage strategy
 // at its limit, duplicates, the denied state hash, the read routes in one Redis command, and
-// the synchronous check (lua/checkEntitlement-2.lua) on a single node and on a Cluster.
+// the ingest claim's count on a single node and on a Cluster.
 import { randomBytes } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import os from 'node:os'
@@ -13,10 +13,9 @@ import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest'
 import { BudgetService } from '../../src/budgets/service.js'
 import { EntitlementsGetResponseSchema, EntitlementsListResponseSchema } from '../../src/catalog/schemas.js'
-import { CatalogService } from '../../src/catalog/service.js'
+import { CatalogReads, CatalogService } from '../../src/catalog/service.js'
 import { manualClock } from '../../src/kernel/clock.js'
 import { entitlementStateKey, usageKey } from '../../src/entitlements/keys.js'
-import { readCustomerViews } from '../../src/entitlements/redis.js'
 import { EntitlementService } from '../../src/entitlements/service.js'
 import { countsOfEvents, resetPeriod } from '../../src/entitlements/usage.js'
 import { claimEvents } from '../../src/events/redis.js'
@@ -225,52 +224,21 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
         }
       },
     }) as RedisClient
-    const service = new CatalogService(counting, gw.clock, new BudgetService(counting, gw.clock))
+    const service = new EntitlementService(counting, gw.clock)
     const listed = await service.listEntitlements(projectId, 'batchy')
     expect(listed.ok && listed.value.length).toBe(4)
     expect(commands).toEqual(['call'])
   })
 })
 
-describe('the synchronous check (lua/checkEntitlement-2.lua, the include runs will call) and the claim\'s count', () => {
+describe('the claim\'s count and the reset periods', () => {
   const runOn = async (redis: RedisClient) => {
     const clock = manualClock(START)
     const project = uniquePrefix()
     const catalog = new CatalogService(redis, clock, new BudgetService(redis, clock))
     const applied = await catalog.apply(project, CATALOG, 'test')
     expect(applied.ok, JSON.stringify(applied)).toBe(true)
-    const service = new EntitlementService(redis, clock)
-    const check = async (feature: string, amount: string, mode: 'count' | 'check' = 'count') => {
-      const r = await service.check(project, 'sync', feature, amount, mode)
-      if (!r.ok) throw new Error(JSON.stringify(r))
-      return [r.value.allowed, r.value.reason, String(r.value.usedUnits / 100_000_000n), String(r.value.limitUnits / 100_000_000n)]
-    }
-    // none (tokens: promotion 80 + subscription 20)
-    expect(await check('tokens', '90', 'check')).toEqual([true, 'checked', '0', '100'])
-    expect(await check('tokens', '90')).toEqual([true, 'counted', '90', '100'])
-    expect(await check('tokens', '11')).toEqual([false, 'denied', '90', '100'])
-    expect(await check('tokens', '10')).toEqual([true, 'counted', '100', '100'])
-    expect(await check('tokens', '0')).toEqual([false, 'denied', '100', '100'])
-    expect(await service.isDenied(project, 'sync', 'tokens')).toBe(true)
-    // last-call (completions, count: the amount of a count is 1 per call as the caller gives it)
-    expect(await check('completions', '2')).toEqual([true, 'counted', '2', '3'])
-    expect(await check('completions', '5')).toEqual([true, 'counted', '7', '3'])
-    expect(await check('completions', '1')).toEqual([false, 'denied', '7', '3'])
-    // always (storage, latest)
-    expect(await check('storage', '25')).toEqual([true, 'counted', '25', '10'])
-    expect(await service.isDenied(project, 'sync', 'storage')).toBe(false)
-    // Periods only move forward: the next period starts from zero; back in the old one nothing counts.
-    clock.set(FEB_1_NY)
-    expect(await check('completions', '1')).toEqual([true, 'counted', '1', '3'])
-    clock.set(START)
-    expect(await check('completions', '1')).toEqual([false, 'period_closed', '0', '3'])
-    clock.set(FEB_1_NY)
-    expect(await check('completions', '1')).toEqual([true, 'counted', '2', '3'])
-    clock.set(START)
-    // the stored counters: the promotion consumed before the subscription
-    const customer = (await readCustomerViews(redis, project, ['sync'])).get('sync')!
-    const raw = await redis.hget(usageKey(project, 'sync'), 'tokens')
-    expect(raw).toMatch(/^\d+;\d+;0:10000000000;0:0;0:1100000000;-1;promo-sync=0:8000000000,gr_[0-9a-f]+=0:2000000000$/)
+    const customer = (await new CatalogReads(redis).customers(project, ['sync'])).get('sync')!
     // Periods in New York time, across the change to daylight saving time (March 9).
     const e = customer.view.entitlements.find((x) => x.featurePlanVersion.feature.slug === 'tokens')!
     expect(resetPeriod(customer.view, e, Date.UTC(2025, 2, 20))).toEqual({ startMs: Date.UTC(2025, 2, 1, 5), endMs: Date.UTC(2025, 3, 1, 4) })
@@ -279,7 +247,7 @@ describe('the synchronous check (lua/checkEntitlement-2.lua, the include runs wi
     const events = ['x1', 'x2', 'x3'].map((eventId, i) => ({
       eventId, projectId: project, customerId: 'fresh', eventSlug: 'llm.completion', properties: { tokens: i + 1 }, timestampMs: START, receivedMs: START,
     }))
-    const views = await readCustomerViews(redis, project, ['fresh'])
+    const views = await new CatalogReads(redis).customers(project, ['fresh'])
     const { counts, rows } = countsOfEvents(events, views)
     // One ClickHouse row per feature whose meter takes the event: completions counts 1, tokens sums properties.tokens.
     expect(rows).toEqual([1, 2, 3].map((n) => [{ featureSlug: 'completions', value: '1' }, { featureSlug: 'tokens', value: String(n) }]))
@@ -288,16 +256,12 @@ describe('the synchronous check (lua/checkEntitlement-2.lua, the include runs wi
     expect([...await claimEvents(redis, project, 'b1', ids, Date.now(), counts)]).toEqual(ids)
     expect([...await claimEvents(redis, project, 'b1', ids, Date.now(), counts)]).toEqual(ids)
     expect([...await claimEvents(redis, project, 'b2', ids, Date.now(), counts)]).toEqual([])
-    const listed = await catalog.listEntitlements(project, 'fresh')
+    const listed = await new EntitlementService(redis, clock).listEntitlements(project, 'fresh')
     if (!listed.ok) throw new Error(JSON.stringify(listed))
     const bySlug = Object.fromEntries(listed.value.map((x) => [x.featurePlanVersion.feature.slug, x.metadata.usage]))
     expect(bySlug.tokens).toMatchObject({ usage: '6', remaining: '14' })
     expect(bySlug.completions).toMatchObject({ usage: '3', remaining: '0', denied: true })
     expect(await redis.hget(entitlementStateKey(project, 'fresh'), 'completions')).toBe(String(FEB_1_NY))
-    // A customer without the entitlement, an amount that is not a decimal.
-    expect(await service.check(project, 'nobody', 'tokens', '1')).toMatchObject({ ok: false, reason: 'customer_not_found' })
-    expect(await service.check(project, 'sync', 'nope', '1')).toMatchObject({ ok: false, reason: 'entitlement_not_found' })
-    expect(await service.check(project, 'sync', 'tokens', '-1')).toMatchObject({ ok: false, reason: 'invalid_request' })
   }
 
   test('on a single node', async () => {

@@ -15,5 +15,5 @@ export const listEntitlements = defineRoute({
   access: { kind: 'project', scope: 'catalog:read' },
   body: EntitlementsListRequest,
   response: EntitlementsListResponseSchema,
-  handler: ({ body, projectId, services }) => checkProject(body.projectId, projectId) ?? services.catalog.listEntitlements(projectId, body.customerId),
+  handler: ({ body, projectId, services }) => checkProject(body.projectId, projectId) ?? services.entitlements.listEntitlements(projectId, body.customerId),
 })

@@ -13,5 +13,5 @@ export const getEntitlements = defineRoute({
   access: { kind: 'project', scope: 'catalog:read' },
   body: EntitlementsListRequest,
   response: EntitlementsGetResponseSchema,
-  handler: ({ body, projectId, services }) => checkProject(body.projectId, projectId) ?? services.catalog.getEntitlements(projectId, body.customerId),
+  handler: ({ body, projectId, services }) => checkProject(body.projectId, projectId) ?? services.entitlements.getEntitlements(projectId, body.customerId),
 })
