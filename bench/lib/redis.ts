@@ -162,7 +162,7 @@ export async function redisFigures(r: BenchRedis, requests: number, cpuUs: numbe
     commands,
     usecPerReqLow: low,
     usecPerReqHigh: high,
-    scriptUsecPerCall: (commands['fcall'] ?? commands['evalsha'])?.usecPerCall ?? null,
+    scriptUsecPerCall: (commands.fcall ?? commands.evalsha)?.usecPerCall ?? null,
     cpuUsPerReq: cpuUs / requests,
   };
 }

@@ -104,8 +104,12 @@ export class Batcher<T, R> {
       run = Promise.reject(error)
     }
     run.then(
-      (outcomes) => batch.forEach((w, i) => w.resolve(outcomes[i]!)),
-      (error: unknown) => batch.forEach((w) => w.reject(error)),
+      (outcomes) => {
+        for (const [i, w] of batch.entries()) w.resolve(outcomes[i]!)
+      },
+      (error: unknown) => {
+        for (const w of batch) w.reject(error)
+      },
     ).finally(() => this.settle())
   }
 

@@ -58,7 +58,8 @@ export async function markEventsSeen(redis: RedisClient, projectId: string, even
   const args: (string | number)[] = [nowMs + windowMs, 2 * windowMs]
   for (const key of eventKeys) {
     const shard = dedupShard(key)
-    const at = byShard[shard] ??= keys.push(dedupBucketKey(projectId, bucket, shard))
+    byShard[shard] ??= keys.push(dedupBucketKey(projectId, bucket, shard))
+    const at = byShard[shard]!
     args.push(at, key)
   }
   await scripts.mark.run(redis, keys, args)

@@ -24,6 +24,7 @@ export function readBody(res: HttpResponse, maxBytes: number, onBody: (text: str
       chunks.push(Buffer.from(chunk.slice(0)))
       return onBody(Buffer.concat(chunks).toString('utf8'))
     }
-    ;(chunks ??= []).push(Buffer.from(chunk.slice(0)))
+    chunks ??= []
+    chunks.push(Buffer.from(chunk.slice(0)))
   })
 }

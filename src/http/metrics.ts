@@ -35,7 +35,10 @@ export class Metrics {
 
   record(route: string, status: number, seconds: number): void {
     let entry = this.routes.get(route)
-    if (!entry) this.routes.set(route, (entry = { statuses: new Map(), latency: new Histogram() }))
+    if (!entry) {
+      entry = { statuses: new Map(), latency: new Histogram() }
+      this.routes.set(route, entry)
+    }
     entry.statuses.set(status, (entry.statuses.get(status) ?? 0) + 1)
     entry.latency.observe(seconds)
   }

@@ -67,6 +67,7 @@ function aggregate(rows: UsageAggregates[], method: AggregationMethod): bigint {
   switch (method) {
     case 'sum': return rows.reduce((s, r) => s + units(r.s), 0n)
     case 'count': return rows.reduce((s, r) => s + BigInt(r.n), 0n) * UNITS_PER_ONE
+    // biome-ignore lint/complexity/useMathMinMax: bigints, which Math.max does not take
     case 'max': return rows.map((r) => units(r.m)).reduce((a, b) => (a > b ? a : b))
     // Two slugs' "latest" cannot be ordered without their times; the ingest path writes one of them only.
     case 'latest': return units(rows[rows.length - 1]!.l)

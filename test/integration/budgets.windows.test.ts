@@ -314,7 +314,10 @@ describe(`windows against a JS reference (seed ${SEED})`, () => {
     // and runs of instants close together, so periods hold several records
     for (let i = 0; i < 20; i++) {
       let t = r.int(FROM, TO)
-      for (let j = 0; j < 10; j++) instants.add((t += r.int(1, 2 * DAY)))
+      for (let j = 0; j < 10; j++) {
+        t += r.int(1, 2 * DAY)
+        instants.add(t)
+      }
     }
     const sorted = [...instants].filter((t) => t >= FROM && t < TO).sort((x, y) => x - y)
 

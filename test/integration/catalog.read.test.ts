@@ -46,7 +46,10 @@ const compiled = new Map<TSchema, ReturnType<typeof TypeCompiler.Compile>>()
 /** Asserts the value has the schema's shape (TypeCompiler), naming the first errors otherwise. */
 function expectShape<T extends TSchema>(schema: T, value: unknown): asserts value is Static<T> {
   let check = compiled.get(schema)
-  if (!check) compiled.set(schema, (check = TypeCompiler.Compile(schema)))
+  if (!check) {
+    check = TypeCompiler.Compile(schema)
+    compiled.set(schema, check)
+  }
   const errors = [...check.Errors(value)].slice(0, 5).map((e) => `${e.path}: ${e.message}`)
   expect(errors, JSON.stringify(value).slice(0, 500)).toEqual([])
 }

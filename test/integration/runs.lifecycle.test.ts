@@ -113,7 +113,6 @@ describe('run lifecycle', () => {
   })
 
   it('answers every reason', async () => {
-    const T = gw.clock()
     const s = await setup('10')
     const run = await started(await s.start({ budgetAmountMinor: 100, idempotencyKey: 'r', ttlMs: 60_000 }))
     // duplicate: the same answer, nothing consumed again
@@ -171,7 +170,6 @@ describe('run lifecycle', () => {
   })
 
   it('start: idempotent, 402 without funds, 409 on a reused key, 404 for a budgetKey that names no budget, 400 on bad input', async () => {
-    const T = gw.clock()
     const s = await setup('1')
     const a = await started(await s.start({ budgetAmountMinor: 60, idempotencyKey: 'same' }))
     gw.clock.advance(10)

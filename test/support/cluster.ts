@@ -103,7 +103,7 @@ async function waitForClusterOk(servers: RedisServerHandle[], masters: number): 
       await new Promise((r) => setTimeout(r, 100));
     }
   } finally {
-    clients.forEach((c) => c.disconnect());
+    for (const c of clients) c.disconnect();
   }
 }
 

@@ -24,7 +24,7 @@ const ALLOWED: Record<Layer, readonly Layer[]> = {
 /** A domain's storage adapters: only the domain itself may import them. */
 const STORAGE = new Set(['redis.ts', 'clickhouse.ts'])
 
-export function layerOf(file: string): Layer {
+function layerOf(file: string): Layer {
   const [top, rest] = [file.split('/')[1]!, file.split('/').slice(2)]
   if (file === 'src/container.ts') return 'container'
   if (top === 'kernel' || top === 'infra' || top === 'usecases' || top === 'http' || top === 'workers' || top === 'bin') return top
@@ -32,10 +32,10 @@ export function layerOf(file: string): Layer {
   return 'domain'
 }
 
-export type Graph = Map<string, string[]>
+type Graph = Map<string, string[]>
 
 /** Every rule a file's imports break, as sentences. */
-export function ruleBreaks(graph: Graph): string[] {
+function ruleBreaks(graph: Graph): string[] {
   const breaks: string[] = []
   for (const [file, deps] of graph) {
     const layer = layerOf(file)
@@ -53,7 +53,7 @@ export function ruleBreaks(graph: Graph): string[] {
 }
 
 /** The import cycles, each as its files (Tarjan's strongly connected components). */
-export function cycles(graph: Graph): string[][] {
+function cycles(graph: Graph): string[][] {
   const index = new Map<string, number>()
   const low = new Map<string, number>()
   const stack: string[] = []

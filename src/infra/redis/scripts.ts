@@ -38,7 +38,7 @@ function buildLibrary(): { text: string; version: string; names: Map<string, str
     return { name: file.slice(0, -4), body: source.replace(INCLUDE, '') }
   })
   const shared = includes.map((include) => readFileSync(`${LUA_DIR}includes/${include}.lua`, 'utf8').replace(INCLUDE, '')).join('\n')
-  const functions = bodies.map(({ name, body }, i) => `local function script${i}(KEYS, ARGV)\n${body}\nend\n`).join('\n')
+  const functions = bodies.map(({ body }, i) => `local function script${i}(KEYS, ARGV)\n${body}\nend\n`).join('\n')
   const version = createHash('sha1').update(shared + functions).digest('hex').slice(0, 12)
   const names = new Map(bodies.map(({ name }) => [name, `${name.replace(/-/g, '_')}_${version}`]))
   const registrations = bodies.map(({ name }, i) => `redis.register_function('${names.get(name)}', script${i})`).join('\n')
@@ -77,7 +77,8 @@ function joinBatch(redis: RedisClient): Corkable | undefined {
   let batch = batches.get(stream)
   if (batch === undefined) {
     const opened: Batch = { calls: 0 }
-    batches.set(stream, (batch = opened))
+    batch = opened
+    batches.set(stream, batch)
     stream.cork()
     setImmediate(() => endBatch(stream, opened))
   }
