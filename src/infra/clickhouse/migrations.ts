@@ -243,9 +243,3 @@ export async function migrate(store: ClickHouseStore, list: readonly Migration[]
   return { applied, current: Math.max(0, ...done) }
 }
 
-/** The version recorded as applied, 0 for none. */
-export async function currentVersion(store: ClickHouseStore): Promise<number> {
-  const db = sqlIdent(store.database)
-  const rows = await store.query<{ v: number }>(`SELECT max(version) AS v FROM ${db}.schema_migrations`)
-  return Number(rows[0]?.v ?? 0)
-}

@@ -46,7 +46,6 @@ function buildLibrary(): { text: string; version: string; names: Map<string, str
 }
 
 const library = buildLibrary()
-export const LIBRARY_VERSION = library.version
 
 /** Loads the library into Redis (every master of a Cluster). Loading it again is harmless. */
 export async function loadLibrary(redis: RedisClient): Promise<void> {
