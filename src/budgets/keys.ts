@@ -1,5 +1,5 @@
 import { journalKey } from '../journal/keys.js'
-import { PREFIX } from '../infra/redis/keys.js'
+import { PREFIX, splitKey } from '../infra/redis/keys.js'
 
 /**
  * Every Redis key of a budget, built in one place. All carry the hash tag `{project/budget}`,
@@ -29,6 +29,6 @@ export const SWEEP_PATTERNS = [`${PREFIX}{*}:x`, `${PREFIX}{*}:d`]
 
 /** The hash tag of a sweep-index key, or undefined for a key that is not one. */
 export function tagOfIndexKey(key: string): string | undefined {
-  const match = /^mg:(\{[^}]*\}):[xd]$/.exec(key)
-  return match?.[1]
+  const split = splitKey(key)
+  return split && (split.suffix === 'x' || split.suffix === 'd') ? split.tag : undefined
 }

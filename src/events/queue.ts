@@ -1,4 +1,4 @@
-import { QUEUE_PREFIX } from '../notifications/queue.js'
+import { QUEUE_PREFIX } from '../infra/redis/keys.js'
 
 /** The BullMQ queues of ingestion, under the same hash-tagged prefix as every queue of the service. */
 export { QUEUE_PREFIX }

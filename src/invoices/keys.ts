@@ -1,5 +1,5 @@
 import { catalogKey } from '../catalog/keys.js'
-import { PREFIX, projectTag } from '../infra/redis/keys.js'
+import { PREFIX, projectOfTag, projectTag, splitKey } from '../infra/redis/keys.js'
 
 /**
  * Every Redis key of invoices, built in one place. All carry the project's catalog hash tag
@@ -29,6 +29,6 @@ export const CATALOG_PATTERN = catalogKey('*')
 
 /** The project id of a catalog hash key found by CATALOG_PATTERN. */
 export function projectOfCatalogKey(key: string): string | undefined {
-  const m = /^mg:\{cat:(.+)\}:catalog$/.exec(key)
-  return m ? m[1] : undefined
+  const split = splitKey(key)
+  return split?.suffix === 'catalog' ? projectOfTag(split.tag) : undefined
 }

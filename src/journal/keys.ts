@@ -1,4 +1,4 @@
-import { PREFIX, projectTag } from '../infra/redis/keys.js'
+import { PREFIX, projectTag, splitKey } from '../infra/redis/keys.js'
 
 /**
  * The journal outbox's Redis keys. A list per hash tag, `mg:<tag>:journal`, written by the Lua
@@ -22,7 +22,7 @@ export const JOURNAL_PATTERN = `${PREFIX}{*}:journal`
 /** The outbox lists of one project only: its budgets and its project tag (tests drain with it). */
 export function projectJournalPatterns(projectId: string): string[] {
   const glob = projectId.replace(/[*?[\]\\]/g, (c) => `\\${c}`)
-  return [`${PREFIX}{${glob}/*}:journal`, `${PREFIX}{cat:${glob}}:journal`]
+  return [`${PREFIX}{${glob}/*}:journal`, `${PREFIX}${projectTag(glob)}:journal`]
 }
 
 /** The claim of one list: a short-lived SET NX PX key in the list's slot. */
@@ -32,7 +32,7 @@ export function claimKey(listKey: string): string {
 
 /** Whether a scanned key is an outbox list (not a claim, not something else that matched). */
 export function isJournalKey(key: string): boolean {
-  return /^mg:\{[^}]*\}:journal$/.test(key)
+  return splitKey(key)?.suffix === 'journal'
 }
 
 /**

@@ -3,9 +3,9 @@ import { Queue } from 'bullmq'
 import type { Logger } from 'pino'
 import type { Crossed } from '../budgets/types.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
+import { QUEUE_PREFIX } from '../infra/redis/keys.js'
 
 /** The hash-tagged prefix keeps each BullMQ queue in one Cluster slot, as BullMQ requires there. */
-export const QUEUE_PREFIX = '{mg-queue}'
 export const NOTIFICATIONS_QUEUE = 'notifications'
 export const WEBHOOK_DELIVERIES_QUEUE = 'webhook-deliveries'
 

@@ -1,7 +1,7 @@
 import { catalogKey, customerKey } from '../catalog/keys.js'
 import { entitlementStateKey } from '../entitlements/keys.js'
 import { walletKeys } from '../wallet/keys.js'
-import { PREFIX, projectTag } from '../infra/redis/keys.js'
+import { PREFIX, projectOfTag, projectTag, splitKey } from '../infra/redis/keys.js'
 
 /**
  * Every Redis key of runs, built in one place. All carry the project's hash tag `{cat:<projectId>}`
@@ -60,11 +60,12 @@ export function consumeKeys(projectId: string, customerId: string): string[] {
 }
 
 /** What the sweep scans for: every project's deadlines and purges. */
-export const DEADLINES_PATTERN = `${PREFIX}{cat:*}:rx`
-export const PURGES_PATTERN = `${PREFIX}{cat:*}:rp`
-export const LEASE_SETTLEMENTS_PATTERN = `${PREFIX}{cat:*}:rl`
+export const DEADLINES_PATTERN = `${PREFIX}${projectTag('*')}:rx`
+export const PURGES_PATTERN = `${PREFIX}${projectTag('*')}:rp`
+export const LEASE_SETTLEMENTS_PATTERN = `${PREFIX}${projectTag('*')}:rl`
 
 /** The project of a deadlines (or purges, or lease settlements) key, or undefined for a key that is not one. */
 export function projectOfDeadlinesKey(key: string): string | undefined {
-  return /^mg:\{cat:(.*)\}:r[xpl]$/.exec(key)?.[1]
+  const split = splitKey(key)
+  return split && /^r[xpl]$/.test(split.suffix) ? projectOfTag(split.tag) : undefined
 }

@@ -1,7 +1,7 @@
 // Waiting for background work to finish, instead of waiting for time: a queue is idle when no
 // job of it is waiting, active, delayed (a retry's backoff included) or otherwise pending.
 import { Queue } from 'bullmq'
-import { QUEUE_PREFIX } from '../../src/notifications/queue.js'
+import { QUEUE_PREFIX } from '../../src/infra/redis/keys.js'
 import type { RedisClient } from '../../src/infra/redis/scripts.js'
 import { waitFor } from './processes.js'
 

@@ -136,7 +136,7 @@ describe('architecture', () => {
 
   it("the Redis key prefix is written in one place (src/infra/redis/keys.ts)", () => {
     const code = (f: string) => readFileSync(path.join(REPO_ROOT, f), 'utf8').replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, '')
-    const writers = sourceFiles('src').filter((f) => /['"`]mg:/.test(code(f)))
+    const writers = sourceFiles('src').filter((f) => /['"`/]\^?mg:/.test(code(f)))
     expect(writers).toEqual(['src/infra/redis/keys.ts'])
   })
 })
