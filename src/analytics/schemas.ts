@@ -4,7 +4,8 @@ import { DEFAULT_HORIZON_DAYS, MAX_HORIZON_DAYS } from './forecast.js'
 /**
  * Schemas of the analytics routes: POST /v1/analytics/usage/get (spec 4.7, Usage row 2.7) and
  * POST /v1/analytics/usage/forecast (4.11). Like src/catalog/schemas.ts: request bodies are strict,
- * answers are not (they may grow); no `$id` or `$ref`; descriptions end up in OpenAPI.
+ * answers are not (they may grow); no `$ref`, and an `$id` only on a schema OpenAPI shows as a named
+ * component; descriptions end up in OpenAPI.
  * Field names are the spec's (snake_case here, camelCase in the forecast's statistics).
  */
 
@@ -51,7 +52,7 @@ export const UsageRowSchema = Type.Object(
     spending: SpendingSchema,
     customer_id: Type.String(),
   },
-  { description: 'Usage and spending of one feature of a customer over the range.' },
+  { $id: 'UsageRow', description: 'Usage and spending of one feature of a customer over the range.' },
 )
 export type UsageRowValue = Static<typeof UsageRowSchema>
 
@@ -99,7 +100,7 @@ export const ForecastLimitSchema = Type.Object(
     }),
     exhaustsWithinHorizon: Type.Boolean(),
   },
-  { description: 'The limit or budget the customer has for the feature, and when it runs out (an addition to the spec).' },
+  { $id: 'ForecastLimit', description: 'The limit or budget the customer has for the feature, and when it runs out (an addition to the spec).' },
 )
 
 const Statistic = (description: string) => Type.Number({ description })
@@ -137,6 +138,6 @@ export const UsageForecastResponseSchema = Type.Object(
     limit: Type.Optional(ForecastLimitSchema),
     budget: Type.Optional(ForecastLimitSchema),
   },
-  { description: "A forecast of a customer's usage of a feature (spec 4.11)." },
+  { $id: 'UsageForecast', description: "A forecast of a customer's usage of a feature (spec 4.11)." },
 )
 export type UsageForecastResponse = Static<typeof UsageForecastResponseSchema>

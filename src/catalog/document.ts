@@ -52,7 +52,7 @@ export const FeatureInput = strictObject({
   unitOfMeasure: Type.String({ minLength: 1, maxLength: 32, description: 'What one unit is, e.g. "tokens", "seats".' }),
   code: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_147_483_647, description: 'Unique numeric code; by default the next free one.' })),
   meterConfig: Type.Optional(MeterConfigInput),
-})
+}, { $id: 'FeatureInput', description: 'A feature of the document.' })
 
 export const PlanInput = strictObject({
   slug: Slug,
@@ -62,7 +62,7 @@ export const PlanInput = strictObject({
   defaultPlan: Type.Optional(Type.Boolean({ description: 'At most one plan of the project. Default false.' })),
   enterprisePlan: Type.Optional(Type.Boolean({ description: 'Default false.' })),
   metadata: Type.Optional(strictObject({ externalId: Type.Optional(Type.String({ maxLength: 128 })) })),
-})
+}, { $id: 'PlanInput', description: 'A plan of the document; its versions are planVersions.' })
 
 const CadenceFields = { billingIntervalCount: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'Default 1.' })) }
 
@@ -115,7 +115,7 @@ export const PlanFeatureInput = strictObject({
     billingCadenceOverride: Type.Optional(Type.Boolean()),
     resetCadenceOverride: Type.Optional(Type.Boolean()),
   })),
-})
+}, { $id: 'PlanFeatureInput', description: 'A feature of a plan version of the document: its price and limits.' })
 
 export const PlanVersionInput = strictObject({
   plan: Slug,
@@ -141,14 +141,14 @@ export const PlanVersionInput = strictObject({
     includedCreditAmount: Type.Optional(Type.Integer({ minimum: 0, maximum: 4503599627370495, description: 'Credit included with every cycle, at ledger scale 8.' })),
   })),
   features: Type.Array(PlanFeatureInput, { maxItems: 200 }),
-}, { description: 'A version of a plan. Published versions are immutable: changing one (anything but active and archived) needs a new version number.' })
+}, { $id: 'PlanVersionInput', description: 'A version of a plan. Published versions are immutable: changing one (anything but active and archived) needs a new version number.' })
 
 export const CustomerInput = strictObject({
   id: CallerId,
   name: Type.Optional(Type.String({ maxLength: 256 })),
   email: Type.Optional(Type.String({ maxLength: 256 })),
   metadata: Type.Optional(Type.Record(Type.String({ maxLength: 64 }), Type.Union([Type.String({ maxLength: 1024 }), Type.Number(), Type.Boolean()]))),
-})
+}, { $id: 'CustomerInput', description: 'A customer of the document.' })
 
 export const ItemInput = strictObject({
   featureSlug: Slug,
@@ -178,7 +178,7 @@ export const SubscriptionInput = strictObject({
   cancelAt: Type.Optional(EpochMs),
   metadata: Type.Optional(strictObject({ reason: Type.Optional(Type.String({ maxLength: 256 })), note: Type.Optional(Type.String({ maxLength: 1024 })) })),
   phases: Type.Array(PhaseInput, { minItems: 1, maxItems: 50, description: 'In order of startAt, without overlap.' }),
-})
+}, { $id: 'SubscriptionInput', description: 'A subscription of the document: a customer on plan versions, phase by phase.' })
 
 export const GrantInput = strictObject({
   id: CallerId,
@@ -192,7 +192,7 @@ export const GrantInput = strictObject({
   metadata: Type.Optional(Type.Record(Type.String({ maxLength: 64 }), Type.Union([Type.String({ maxLength: 1024 }), Type.Number(), Type.Boolean()]))),
   plan: Type.Optional(Slug),
   version: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
-}, { description: "Units of a feature for a customer. It adds to the customer's subscription entitlement to the feature at effectiveAt; without one, plan and version name the plan version whose feature it entitles." })
+}, { $id: 'GrantInput', description: "Units of a feature for a customer. It adds to the customer's subscription entitlement to the feature at effectiveAt; without one, plan and version name the plan version whose feature it entitles." })
 
 export const BudgetInput = BudgetUpsertSchema
 
@@ -207,7 +207,7 @@ export const ConfigDocumentSchema = strictObject({
   grants: Type.Optional(Type.Array(GrantInput, { maxItems: 10_000 })),
   budgets: Type.Optional(Type.Array(BudgetInput, { maxItems: 1000, description: 'Budgets, as POST /v1/budgets/upsert takes them; applied after the catalog.' })),
   credits: Type.Optional(Type.Array(CreditDocInput, { maxItems: 10_000, description: 'Wallet credits, each granted once by its id, after the catalog (src/wallet/README.md).' })),
-}, { description: 'A project\'s catalog as code. What the document names is created or updated; what it does not name stays as it is.' })
+}, { $id: 'ConfigDocument', description: 'A project\'s catalog as code. What the document names is created or updated; what it does not name stays as it is.' })
 
 export type ConfigDocument = Static<typeof ConfigDocumentSchema>
 export type FeatureDoc = Static<typeof FeatureInput>

@@ -3,7 +3,8 @@ import { Type, type Static } from '@sinclair/typebox'
 /**
  * Schemas of the catalog resources (spec 2.2, 2.3) as the read routes answer them (4.2, 4.3,
  * 4.10, 4.14), and the bodies of those routes (4.2, 4.3, 4.8, 4.10). Descriptions document the API
- * (they end up in OpenAPI), so no schema here carries `$id` or `$ref`: every one is self-contained.
+ * (they end up in OpenAPI). Every schema is self-contained (no `$ref`); those a client would import
+ * by name carry an `$id`, which makes them named components of the OpenAPI document.
  *
  * Conventions:
  * - Answers are not strict about additional properties (they may grow); request bodies are.
@@ -41,79 +42,91 @@ const UpdatedAtM = () => EpochMs('When the record was last changed, epoch ms.')
 // Value sets (spec 2.2, 2.3, 4.10; the full sets from DESIGN.md)
 
 export const OverageStrategySchema = Type.Union([Type.Literal('none'), Type.Literal('last-call'), Type.Literal('always')], {
+  $id: 'OverageStrategy',
   description: 'What happens at the limit: none denies usage past it; last-call lets the call that crosses it through and denies the next; always allows usage past it (billed as overage).',
 })
 export type OverageStrategy = Static<typeof OverageStrategySchema>
 
 export const FeatureTypeSchema = Type.Union([Type.Literal('flat'), Type.Literal('tier'), Type.Literal('package'), Type.Literal('usage')], {
+  $id: 'FeatureType',
   description: 'flat: a fixed price; tier: priced by quantity tiers; package: priced per package of `config.units`; usage: priced by metered usage.',
 })
 export type FeatureType = Static<typeof FeatureTypeSchema>
 
 export const UsageModeSchema = Type.Union([Type.Literal('tier'), Type.Literal('package'), Type.Literal('unit')], {
+  $id: 'UsageMode',
   description: 'How usage is priced: by tiers, per package of `units`, or per unit.',
 })
 export type UsageMode = Static<typeof UsageModeSchema>
 
 export const TierModeSchema = Type.Union([Type.Literal('volume'), Type.Literal('graduated')], {
+  $id: 'TierMode',
   description: 'volume: every unit is priced at the tier the total falls in; graduated: each unit is priced at the tier it falls in.',
 })
 export type TierMode = Static<typeof TierModeSchema>
 
 export const AggregationMethodSchema = Type.Union([Type.Literal('sum'), Type.Literal('count'), Type.Literal('max'), Type.Literal('latest')], {
+  $id: 'AggregationMethod',
   description: 'How the events of a window become usage: sum or max of `aggregationField`, count of events, or the latest value.',
 })
 export type AggregationMethod = Static<typeof AggregationMethodSchema>
 
 export const WindowSizeSchema = Type.Union([Type.Literal('MINUTE'), Type.Literal('HOUR'), Type.Literal('DAY')], {
+  $id: 'WindowSize',
   description: 'Size of the aggregation windows of the meter.',
 })
 export type WindowSize = Static<typeof WindowSizeSchema>
 
 export const BillingIntervalSchema = Type.Union(
   [Type.Literal('month'), Type.Literal('year'), Type.Literal('week'), Type.Literal('day'), Type.Literal('minute'), Type.Literal('onetime')],
-  { description: 'Length of one cycle; onetime: a single charge with no cycle.' },
+  { $id: 'BillingInterval', description: 'Length of one cycle; onetime: a single charge with no cycle.' },
 )
 export type BillingInterval = Static<typeof BillingIntervalSchema>
 
-export const PlanTypeSchema = Type.Union([Type.Literal('recurring'), Type.Literal('onetime')], { description: 'recurring: every interval; onetime: once.' })
+export const PlanTypeSchema = Type.Union([Type.Literal('recurring'), Type.Literal('onetime')], { $id: 'PlanType', description: 'recurring: every interval; onetime: once.' })
 export type PlanType = Static<typeof PlanTypeSchema>
 
 export const GrantTypeSchema = Type.Union(
   [Type.Literal('subscription'), Type.Literal('manual'), Type.Literal('promotion'), Type.Literal('trial'), Type.Literal('addon')],
-  { description: 'Where the grant comes from.' },
+  { $id: 'GrantType', description: 'Where the grant comes from.' },
 )
 export type GrantType = Static<typeof GrantTypeSchema>
 
 export const PlanVersionStatusSchema = Type.Union([Type.Literal('draft'), Type.Literal('published')], {
+  $id: 'PlanVersionStatus',
   description: 'draft: still editable; published: immutable and available to subscriptions.',
 })
 export type PlanVersionStatus = Static<typeof PlanVersionStatusSchema>
 
 export const DueBehaviourSchema = Type.Union([Type.Literal('cancel'), Type.Literal('downgrade')], {
+  $id: 'DueBehaviour',
   description: 'What happens to a subscription whose invoice stays unpaid past the grace period: it is canceled, or downgraded to the default plan.',
 })
 export type DueBehaviour = Static<typeof DueBehaviourSchema>
 
 export const WhenToBillSchema = Type.Union([Type.Literal('pay_in_advance'), Type.Literal('pay_in_arrear')], {
+  $id: 'WhenToBill',
   description: 'Whether a cycle is invoiced at its start (in advance) or at its end (in arrear).',
 })
 export type WhenToBill = Static<typeof WhenToBillSchema>
 
-export const CurrencySchema = Type.Union([Type.Literal('USD'), Type.Literal('EUR')], { description: 'ISO 4217 currency code.' })
+export const CurrencySchema = Type.Union([Type.Literal('USD'), Type.Literal('EUR')], { $id: 'Currency', description: 'ISO 4217 currency code.' })
 export type Currency = Static<typeof CurrencySchema>
 
 export const CollectionMethodSchema = Type.Union([Type.Literal('charge_automatically'), Type.Literal('send_invoice')], {
+  $id: 'CollectionMethod',
   description: "charge_automatically: the customer's payment method is charged; send_invoice: the invoice is sent to be paid by the customer.",
 })
 export type CollectionMethod = Static<typeof CollectionMethodSchema>
 
 export const PaymentProviderSchema = Type.Union([Type.Literal('sandbox'), Type.Literal('stripe'), Type.Literal('square')], {
+  $id: 'PaymentProvider',
   description: 'Payment provider; sandbox works locally without credentials.',
 })
 export type PaymentProvider = Static<typeof PaymentProviderSchema>
 
 export const CreditLinePolicySchema = Type.Union([Type.Literal('capped'), Type.Literal('uncapped')], {
+  $id: 'CreditLinePolicy',
   description: 'capped: usage on credit stops at `creditLineAmount`; uncapped: no ceiling.',
 })
 export type CreditLinePolicy = Static<typeof CreditLinePolicySchema>
@@ -128,7 +141,7 @@ export const SubscriptionStatusSchema = Type.Union(
     Type.Literal('expired'),
     Type.Literal('past_due'),
   ],
-  { description: 'State of the subscription.' },
+  { $id: 'SubscriptionStatus', description: 'State of the subscription.' },
 )
 export type SubscriptionStatus = Static<typeof SubscriptionStatusSchema>
 
@@ -154,7 +167,7 @@ export const PriceSchema = Type.Object(
     ),
     displayAmount: Type.String({ description: 'The price formatted for people, e.g. "$0.002".' }),
   },
-  { description: 'A price.' },
+  { $id: 'Price', description: 'A price.' },
 )
 export type Price = Static<typeof PriceSchema>
 
@@ -166,7 +179,7 @@ export const TierSchema = Type.Object(
     lastUnit: Type.Union([Type.Number(), Type.Null()], { description: 'Last unit of the tier (inclusive); null for an open last tier.' }),
     label: Type.String({ description: 'Name of the tier for people.' }),
   },
-  { description: 'A quantity tier: each unit costs `unitPrice`, and reaching the tier costs `flatPrice` once.' },
+  { $id: 'Tier', description: 'A quantity tier: each unit costs `unitPrice`, and reaching the tier costs `flatPrice` once.' },
 )
 export type Tier = Static<typeof TierSchema>
 
@@ -180,7 +193,7 @@ export const MeterConfigSchema = Type.Object(
     groupBy: Type.Array(Type.String(), { description: 'Event properties usage is grouped by.' }),
     windowSize: WindowSizeSchema,
   },
-  { description: 'How usage of a feature is measured from raw events.' },
+  { $id: 'MeterConfig', description: 'How usage of a feature is measured from raw events.' },
 )
 export type MeterConfig = Static<typeof MeterConfigSchema>
 
@@ -197,7 +210,7 @@ export const FeatureSchema = Type.Object(
     description: Type.String({ description: 'Empty when none.' }),
     meterConfig: MeterConfigSchema,
   },
-  { description: 'A feature of the project (something plans price and entitle).' },
+  { $id: 'Feature', description: 'A feature of the project (something plans price and entitle).' },
 )
 export type Feature = Static<typeof FeatureSchema>
 
@@ -220,7 +233,7 @@ export const BillingConfigSchema = Type.Object(
     billingAnchor: Anchor('Where a cycle starts within its interval (for monthly cycles, the day of the month), or dayOfCreation: the day the subscription started.'),
     planType: PlanTypeSchema,
   },
-  { description: 'When the plan version (or a feature overriding it) is billed.' },
+  { $id: 'BillingConfig', description: 'When the plan version (or a feature overriding it) is billed.' },
 )
 export type BillingConfig = Static<typeof BillingConfigSchema>
 
@@ -232,7 +245,7 @@ export const ResetConfigSchema = Type.Object(
     resetAnchor: Anchor('Where a usage period starts within its interval, or dayOfCreation: the day the subscription started.'),
     planType: PlanTypeSchema,
   },
-  { description: 'When the usage counted against the limit starts again from zero.' },
+  { $id: 'ResetConfig', description: 'When the usage counted against the limit starts again from zero.' },
 )
 export type ResetConfig = Static<typeof ResetConfigSchema>
 
@@ -244,7 +257,7 @@ export const FeatureConfigSchema = Type.Object(
     tierMode: Type.Optional(TierModeSchema),
     units: Type.Optional(Type.Number({ description: 'Units in one package (package pricing).' })),
   },
-  { description: 'Pricing of the feature: `price` for flat, package and unit pricing, `tiers` and `tierMode` for tiered pricing.' },
+  { $id: 'FeatureConfig', description: 'Pricing of the feature: `price` for flat, package and unit pricing, `tiers` and `tierMode` for tiered pricing.' },
 )
 export type FeatureConfig = Static<typeof FeatureConfigSchema>
 
@@ -258,7 +271,7 @@ export const FeaturePlanVersionMetadataSchema = Type.Object(
     billingCadenceOverride: Type.Optional(Type.Boolean({ description: "The feature is billed on its own billingConfig instead of the plan version's." })),
     resetCadenceOverride: Type.Optional(Type.Boolean({ description: "Usage resets on the feature's own resetConfig instead of with the billing cycle." })),
   },
-  { description: 'Settings of the feature in this plan version.' },
+  { $id: 'FeaturePlanVersionMetadata', description: 'Settings of the feature in this plan version.' },
 )
 export type FeaturePlanVersionMetadata = Static<typeof FeaturePlanVersionMetadataSchema>
 
@@ -283,7 +296,7 @@ export const FeaturePlanVersionSchema = Type.Object(
     limit: Type.Number({ description: 'Usage allowed per reset period.' }),
     meterConfig: MeterConfigSchema,
   },
-  { description: 'A feature as priced and limited in one plan version.' },
+  { $id: 'FeaturePlanVersion', description: 'A feature as priced and limited in one plan version.' },
 )
 export type FeaturePlanVersion = Static<typeof FeaturePlanVersionSchema>
 
@@ -304,7 +317,7 @@ export const GrantSchema = Type.Object(
     allowanceUnits: Type.Number({ description: 'Units the grant allows.' }),
     metadata: FreeForm('Free-form.'),
   },
-  { description: 'An allowance of units toward an entitlement.' },
+  { $id: 'Grant', description: 'An allowance of units toward an entitlement.' },
 )
 export type Grant = Static<typeof GrantSchema>
 
@@ -329,7 +342,7 @@ export const EntitlementSchema = Type.Object(
       Type.Object({ creditLinePolicy: Type.Optional(CreditLinePolicySchema) }, { description: 'Of the subscription phase, what the entitlement needs; may be empty.' }),
     ),
   },
-  { description: "A customer's right to use a feature, with its grants." },
+  { $id: 'Entitlement', description: "A customer's right to use a feature, with its grants." },
 )
 export type Entitlement = Static<typeof EntitlementSchema>
 
@@ -337,7 +350,7 @@ export const EntitlementsListResponseSchema = Type.Array(EntitlementSchema, { de
 export type EntitlementsListResponse = Static<typeof EntitlementsListResponseSchema>
 
 /** The reduced meter config of /v1/entitlements/get. */
-export const MeterConfigReducedSchema = Type.Omit(MeterConfigSchema, ['aggregationMethod', 'windowSize'])
+export const MeterConfigReducedSchema = Type.Omit(MeterConfigSchema, ['aggregationMethod', 'windowSize'], { $id: 'MeterConfigReduced', description: 'A meter config without aggregationMethod and windowSize.' })
 export type MeterConfigReduced = Static<typeof MeterConfigReducedSchema>
 
 /**
@@ -358,11 +371,11 @@ export const FeaturePlanVersionReducedSchema = Type.Composite(
       }),
     }),
   ],
-  { description: 'A feature plan version without type, featureType, usageMode, tierMode, billingInterval, planType, resetInterval, aggregationMethod and windowSize.' },
+  { $id: 'FeaturePlanVersionReduced', description: 'A feature plan version without type, featureType, usageMode, tierMode, billingInterval, planType, resetInterval, aggregationMethod and windowSize.' },
 )
 export type FeaturePlanVersionReduced = Static<typeof FeaturePlanVersionReducedSchema>
 
-export const GrantReducedSchema = Type.Omit(GrantSchema, ['type'], { description: 'A grant without its type.' })
+export const GrantReducedSchema = Type.Omit(GrantSchema, ['type'], { $id: 'GrantReduced', description: 'A grant without its type.' })
 export type GrantReduced = Static<typeof GrantReducedSchema>
 
 /** An entitlement as /v1/entitlements/get answers it (4.2). */
@@ -375,7 +388,7 @@ export const EntitlementReducedSchema = Type.Composite(
       subscriptionPhase: Type.Object({}, { additionalProperties: false, description: 'Always an empty object in this variant.' }),
     }),
   ],
-  { description: "A customer's right to use a feature, in the reduced shape of /v1/entitlements/get." },
+  { $id: 'EntitlementReduced', description: "A customer's right to use a feature, in the reduced shape of /v1/entitlements/get." },
 )
 export type EntitlementReduced = Static<typeof EntitlementReducedSchema>
 
@@ -423,7 +436,7 @@ export const PlanVersionSchema = Type.Object(
     version: Type.Integer({ minimum: 1, description: 'Number of the version within its plan, from 1.' }),
     configHash: Type.String({ description: 'Hash of the pricing configuration: equal hashes, equal configurations.' }),
   },
-  { description: 'A version of a plan: what it costs and what it includes.' },
+  { $id: 'PlanVersion', description: 'A version of a plan: what it costs and what it includes.' },
 )
 export type PlanVersion = Static<typeof PlanVersionSchema>
 
@@ -441,7 +454,7 @@ export const PlanSchema = Type.Object(
     defaultPlan: Type.Boolean({ description: 'The plan customers get by default (and are downgraded to).' }),
     enterprisePlan: Type.Boolean({ description: 'A custom plan, not offered publicly.' }),
   },
-  { description: 'A plan.' },
+  { $id: 'Plan', description: 'A plan.' },
 )
 export type Plan = Static<typeof PlanSchema>
 
@@ -454,7 +467,7 @@ export const PlanFeatureSchema = Type.Composite(
       displayFeatureText: Type.String({ description: 'The feature as a pricing page shows it, e.g. "1M tokens, then $0.002 per 1K".' }),
     }),
   ],
-  { description: 'A feature of the plan version.' },
+  { $id: 'PlanFeature', description: 'A feature of the plan version.' },
 )
 export type PlanFeature = Static<typeof PlanFeatureSchema>
 
@@ -467,7 +480,7 @@ export const PlanVersionListItemSchema = Type.Composite(
       flatPrice: Type.String({ description: 'Sum of the flat prices of the version, formatted for people, e.g. "$49".' }),
     }),
   ],
-  { description: 'A plan version as the list answers it: with its plan and features.' },
+  { $id: 'PlanVersionListItem', description: 'A plan version as the list answers it: with its plan and features.' },
 )
 export type PlanVersionListItem = Static<typeof PlanVersionListItemSchema>
 
@@ -488,7 +501,7 @@ export const SubscriptionItemSchema = Type.Object(
     subscriptionPhaseId: Type.String(),
     subscriptionId: Type.String(),
   },
-  { description: 'A feature plan version a phase subscribes to.' },
+  { $id: 'SubscriptionItem', description: 'A feature plan version a phase subscribes to.' },
 )
 export type SubscriptionItem = Static<typeof SubscriptionItemSchema>
 
@@ -519,7 +532,7 @@ export const SubscriptionPhaseSchema = Type.Object(
     ),
     items: Type.Array(SubscriptionItemSchema),
   },
-  { description: 'A period of a subscription on one plan version.' },
+  { $id: 'SubscriptionPhase', description: 'A period of a subscription on one plan version.' },
 )
 export type SubscriptionPhase = Static<typeof SubscriptionPhaseSchema>
 
@@ -555,7 +568,7 @@ export const SubscriptionSchema = Type.Object(
     customer: Type.Object({ active: Type.Boolean() }, { description: "The subscription's customer." }),
     activePhase: SubscriptionPhaseSchema,
   },
-  { description: "A customer's subscription with its active phase." },
+  { $id: 'Subscription', description: "A customer's subscription with its active phase." },
 )
 export type Subscription = Static<typeof SubscriptionSchema>
 

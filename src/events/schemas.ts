@@ -12,7 +12,7 @@ export const UsageEventInput = strictObject({
   id: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'The event id; if omitted, one is derived from idempotencyKey or generated. Retries reuse it.' })),
   customerId: Type.String({ minLength: 1, maxLength: 128, description: 'The customer id.' }),
   timestamp: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Epoch ms; if omitted, the time of the request. At most 5 minutes ahead, at most 35 days old unless configured.' })),
-})
+}, { $id: 'UsageEvent', description: 'A raw usage event.' })
 export type UsageEventInput = Static<typeof UsageEventInput>
 
 export const AcceptedSchema = Type.Object({ accepted: Type.Literal(true, { description: 'Always true: the event is durable (or was already, for a duplicate).' }) })

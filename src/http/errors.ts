@@ -1,3 +1,4 @@
+import { Type } from '@sinclair/typebox'
 import type { FailureKind } from '../kernel/errors.js'
 
 /** The one place where a domain failure becomes an HTTP status and the spec's error envelope. */
@@ -15,7 +16,28 @@ const STATUS: Record<FailureKind | 'method_not_allowed', [status: number, line: 
   internal: [500, '500 Internal Server Error', 'INTERNAL_SERVER_ERROR'],
 }
 
-export const ERROR_STATUSES = [400, 401, 403, 404, 409, 412, 413, 429, 500] as const
+/** Statuses any route of the JSON API may answer: every OpenAPI operation lists them. */
+export const COMMON_ERROR_STATUSES = [400, 401, 403, 404, 413, 429, 500] as const
+
+/**
+ * Statuses only some routes answer (the kinds budget_exceeded, conflict, precondition_failed):
+ * each route declares those it can answer in its `errors` (src/http/route.ts).
+ */
+export type RouteErrorStatus = 402 | 409 | 412
+
+/** The body of every error answer (errorResponse below writes it). */
+export const ErrorEnvelope = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.String({ description: 'Machine-readable code, e.g. BAD_REQUEST, BUDGET_EXCEEDED.' }),
+      docs: Type.String({ description: '{docs_url}/api-reference/errors/code/<CODE>' }),
+      message: Type.String(),
+      requestId: Type.String(),
+      details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    }),
+  },
+  { $id: 'ErrorEnvelope' },
+)
 
 export interface ErrorResponse {
   status: number

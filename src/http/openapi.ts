@@ -1,38 +1,62 @@
-import type { TSchema } from '@sinclair/typebox'
-import { ERROR_STATUSES } from './errors.js'
+import { Kind, type TSchema } from '@sinclair/typebox'
+import { namedSchemas } from '../kernel/schema.js'
+import { COMMON_ERROR_STATUSES, ErrorEnvelope } from './errors.js'
 import type { AnyRoute } from './route.js'
-import { ErrorEnvelope } from '../kernel/schema.js'
 
-/** Strips TypeBox's symbol keys and `$id`s so the schema is plain JSON Schema. */
-function plain(schema: TSchema): unknown {
-  return JSON.parse(JSON.stringify(schema, (key, value) => (key === '$id' ? undefined : value)))
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` })
+
+const isNamed = (value: unknown): value is TSchema & { $id: string } =>
+  typeof value === 'object' && value !== null && typeof (value as { $id?: unknown }).$id === 'string' && Kind in value
+
+/**
+ * The JSON Schema of a TypeBox schema as the document shows it: TypeBox's symbol keys dropped,
+ * every schema named by `$id` below the top (or, unless `inline`, the top one too) replaced by a
+ * `$ref` to its component, and no `$id` left (inside a component it would change the base URI
+ * the `$ref`s resolve against).
+ */
+function jsonSchema(schema: TSchema, inline = false): unknown {
+  return JSON.parse(JSON.stringify(schema, function (key, value: unknown) {
+    if (key === '$id' && typeof value === 'string' && isNamed(this)) return undefined
+    if (isNamed(value) && !(inline && value === schema)) return ref(value.$id)
+    return value
+  }))
 }
 
 const ERROR_TEXT: Record<number, string> = {
   400: 'Malformed JSON, wrong content type, unknown properties, wrong types or out-of-range values; details.issues names each JSON path.',
   401: 'Missing, malformed, unknown, revoked or expired key.',
-  402: 'A hard limit cannot take the amount (error.code BUDGET_EXCEEDED, details.blocked and details.balance).',
+  402: 'Not enough budget or funds (error.code BUDGET_EXCEEDED, details.reason); a hard limit of a budget that cannot take the amount is named in details.blocked, with details.balance.',
   403: "The key lacks the route's scope, or names another project.",
   404: 'Not found.',
-  409: 'Conflict with the current state.',
-  412: 'Precondition failed.',
+  409: 'Conflict with the current state (details.reason, e.g. idempotency_conflict).',
+  412: 'Precondition failed: what the request needs is not configured on this gateway (details.reason).',
   413: 'Body larger than the configured limit.',
   429: 'Per-key request rate limit; see Retry-After.',
   500: 'Internal error.',
 }
 
-/** The OpenAPI 3.1 document, built from the same schemas that validate requests. */
+/**
+ * The OpenAPI 3.1 document, built from the same schemas that validate requests. Every schema with
+ * an `$id` met in the routes' schemas (at any depth) is emitted once under components.schemas
+ * and referenced wherever it appears; the error statuses of an operation are the common ones and
+ * those its route declares in `errors`, each answering the ErrorEnvelope component.
+ */
 export function buildOpenApi(routes: readonly AnyRoute[]): Record<string, unknown> {
+  // Every named schema first: one name standing for two different schemas throws here.
+  const named = namedSchemas(ErrorEnvelope)
+  for (const route of routes) for (const schema of [route.body, route.query, route.response]) if (schema) namedSchemas(schema, named)
+
   const paths: Record<string, Record<string, unknown>> = {}
   for (const route of routes) {
     const path = route.path.replace(/:(\w+)/g, '{$1}')
     const responses: Record<string, unknown> = {
-      200: { description: 'Success', content: { 'application/json': { schema: plain(route.response) } } },
+      200: { description: 'Success', content: { 'application/json': { schema: jsonSchema(route.response) } } },
     }
-    const statuses: number[] = [...ERROR_STATUSES]
-    if (route.operationId === 'budgets.authorize' || route.operationId === 'budgets.charge') statuses.push(402)
-    for (const status of statuses.sort()) {
-      responses[status] = { description: ERROR_TEXT[status], content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } } }
+    const statuses = [...new Set<number>([...COMMON_ERROR_STATUSES, ...(route.errors ?? [])])].sort((a, b) => a - b)
+    for (const status of statuses) {
+      const description = ERROR_TEXT[status]
+      if (description === undefined) throw new Error(`${route.operationId}: no description for error status ${status}`)
+      responses[status] = { description, content: { 'application/json': { schema: ref(ErrorEnvelope.$id!) } } }
     }
     const operation: Record<string, unknown> = {
       operationId: route.operationId,
@@ -44,19 +68,23 @@ export function buildOpenApi(routes: readonly AnyRoute[]): Record<string, unknow
     if (route.access.kind === 'public') operation.security = []
     const parameters: unknown[] = [...route.path.matchAll(/:(\w+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string', minLength: 1 } }))
     if (route.query) {
-      const query = plain(route.query) as { properties?: Record<string, unknown>; required?: string[] }
+      // The query object itself is never a $ref: its properties are the parameters.
+      const query = jsonSchema(route.query, true) as { properties?: Record<string, unknown>; required?: string[] }
       for (const [name, schema] of Object.entries(query.properties ?? {})) parameters.push({ name, in: 'query', required: query.required?.includes(name) ?? false, schema })
     }
     if (parameters.length > 0) operation.parameters = parameters
-    if (route.body) operation.requestBody = { required: true, content: { 'application/json': { schema: plain(route.body) } } }
-    ;(paths[path] ??= {})[route.method.toLowerCase()] = operation
+    if (route.body) operation.requestBody = { required: true, content: { 'application/json': { schema: jsonSchema(route.body) } } }
+    paths[path] = { ...paths[path], [route.method.toLowerCase()]: operation }
   }
+
+  const schemas: Record<string, unknown> = {}
+  for (const name of [...named.keys()].sort()) schemas[name] = jsonSchema(named.get(name)!, true)
   return {
     openapi: '3.1.0',
     info: { title: 'Metering gateway', version: '1.0.0', description: 'Usage metering and billing: budgets with holds, usage, entitlements, invoices, wallets.' },
     paths,
     components: {
-      schemas: { ErrorEnvelope: plain(ErrorEnvelope) },
+      schemas,
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API key>' } },
     },
     security: [{ bearer: [] }],

@@ -1,6 +1,7 @@
 import type { Static, TSchema } from '@sinclair/typebox'
 import type { Result } from '../kernel/errors.js'
 import type { Principal } from '../keys/types.js'
+import type { RouteErrorStatus } from './errors.js'
 import type { Services } from './services.js'
 
 export type { Principal }
@@ -36,6 +37,12 @@ export interface Route<B extends TSchema = TSchema, Q extends TSchema = TSchema,
   body?: B
   query?: Q
   response: R
+  /**
+   * The error statuses the route can answer beyond the common ones (COMMON_ERROR_STATUSES in
+   * src/http/errors.ts): 402 (budget_exceeded), 409 (conflict), 412 (precondition_failed), as the
+   * failures its handler and services return. OpenAPI lists exactly these with the common ones.
+   */
+  errors?: readonly RouteErrorStatus[]
   handler(input: HandlerInput<Static<B>, Static<Q>>): Promise<Result<Static<R>>> | Result<Static<R>>
 }
 

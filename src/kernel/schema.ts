@@ -1,7 +1,12 @@
-import { Type, type TSchema } from '@sinclair/typebox'
+import { Kind, Type, type TSchema } from '@sinclair/typebox'
 import { AMOUNT_PATTERN } from './money.js'
 
-/** Schemas shared by several routes. Descriptions document the API (they end up in OpenAPI). */
+/**
+ * Domain-free building blocks of schemas. Descriptions document the API (they end up in OpenAPI).
+ * A schema given `$id` becomes a named component of the OpenAPI document (src/http/openapi.ts
+ * emits `$ref: '#/components/schemas/<$id>'` wherever it appears); validation is the same with
+ * or without it.
+ */
 
 export const Amount = Type.String({
   pattern: AMOUNT_PATTERN,
@@ -12,63 +17,44 @@ export const Amount = Type.String({
 /** Amounts the service answers with: canonical decimals, negative where a limit was passed. */
 export const SignedAmount = Type.String({ pattern: '^-?[0-9]+(\\.[0-9]{1,8})?$', description: 'Decimal amount (may be negative).' })
 
-export const BudgetKey = Type.String({
-  minLength: 1,
-  maxLength: 128,
-  pattern: '^[A-Za-z0-9][A-Za-z0-9:/_.@-]*$',
-  description: "The budget's key, chosen by the caller, unique within the project.",
-})
-
 export const IdempotencyKey = Type.String({ minLength: 1, maxLength: 256, description: 'Retries with the same key and request replay the first answer.' })
-
-export const HoldId = Type.String({ pattern: '^h_[1-9][0-9]{0,15}$', description: '`h_` and a positive integer of at most 16 digits.' })
 
 export const EpochMs = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Epoch milliseconds.' })
 
-export const WindowSchema = Type.Union(
-  [Type.Literal('hour'), Type.Literal('day'), Type.Literal('week'), Type.Literal('month'), Type.Literal('never')],
-  { description: 'hour, day, week (ISO, from Monday) and month are UTC calendar periods unless anchored; never counts for the life of the budget.' },
-)
-export const EnforceSchema = Type.Union([Type.Literal('hard'), Type.Literal('soft')])
-
-export const LimitSchema = Type.Object({
-  id: Type.String(),
-  window: WindowSchema,
-  enforce: EnforceSchema,
-  amount: SignedAmount,
-  consumed: SignedAmount,
-  held: SignedAmount,
-  remaining: SignedAmount,
-  resetsAt: Type.Union([Type.Integer(), Type.Null()], { description: 'End of the current period; null for never.' }),
-})
-
-export const BalanceSchema = Type.Object({
-  remaining: Type.Union([SignedAmount, Type.Null()], { description: 'Least remaining over hard limits; null without hard limits.' }),
-  held: SignedAmount,
-  limits: Type.Array(LimitSchema),
-  asOf: Type.Integer(),
-})
-
-export const CrossedSchema = Type.Array(
-  Type.Object({ limitId: Type.String(), enforce: EnforceSchema, window: WindowSchema, amount: SignedAmount, consumed: SignedAmount }),
-  { description: 'Limits whose consumed passed their amount with this change.' },
-)
-
-export const ErrorEnvelope = Type.Object(
-  {
-    error: Type.Object({
-      code: Type.String({ description: 'Machine-readable code, e.g. BAD_REQUEST, BUDGET_EXCEEDED.' }),
-      docs: Type.String({ description: '{docs_url}/api-reference/errors/code/<CODE>' }),
-      message: Type.String(),
-      requestId: Type.String(),
-      details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-    }),
-  },
-  { $id: 'ErrorEnvelope' },
-)
-
-export function strictObject<T extends Parameters<typeof Type.Object>[0]>(properties: T, options: { description?: string } = {}) {
+export function strictObject<T extends Parameters<typeof Type.Object>[0]>(properties: T, options: { description?: string; $id?: string } = {}) {
   return Type.Object(properties, { additionalProperties: false, ...options })
+}
+
+/** The JSON Schema a TypeBox schema stands for: its string keys (TypeBox's symbol keys dropped). */
+const jsonOf = (schema: TSchema) => JSON.stringify(schema)
+
+/**
+ * Every schema named by `$id` in `schema` (itself included), by name, first occurrence first.
+ * A name stands for one schema: a second, different schema under a name throws, since
+ * TypeCompiler would check it with the first one's code and OpenAPI would show the first one.
+ * Copies that differ only in TypeBox's symbol keys (Type.Optional(X)) are the same schema.
+ */
+export function namedSchemas(schema: unknown, into = new Map<string, TSchema>()): Map<string, TSchema> {
+  const seen = new Set<object>()
+  const visit = (node: unknown): void => {
+    if (typeof node !== 'object' || node === null || seen.has(node)) return
+    seen.add(node)
+    if (Array.isArray(node)) {
+      for (const item of node) visit(item)
+      return
+    }
+    const id = (node as { $id?: unknown }).$id
+    if (typeof id === 'string' && Kind in node) {
+      const named = into.get(id)
+      if (named === undefined) into.set(id, node as TSchema)
+      else if (named !== node && (named[Kind] !== (node as TSchema)[Kind] || jsonOf(named) !== jsonOf(node as TSchema))) {
+        throw new Error(`$id ${id} names two different schemas`)
+      }
+    }
+    for (const value of Object.values(node)) visit(value)
+  }
+  visit(schema)
+  return into
 }
 
 export type { TSchema }

@@ -1,6 +1,7 @@
 import type { TSchema } from '@sinclair/typebox'
 import { TypeCompiler, ValueErrorType, type TypeCheck, type ValueError } from '@sinclair/typebox/compiler'
 import type { Issue } from './errors.js'
+import { namedSchemas } from './schema.js'
 
 /** A validator compiled once, at route registration. */
 export interface Validator {
@@ -20,8 +21,14 @@ function isRealError(error: ValueError): boolean {
   return codePoints > (error.schema.maxLength as number)
 }
 
-/** `maxIssues`: a request names at most that many problems (a large document may have many). */
+/**
+ * `maxIssues`: a request names at most that many problems (a large document may have many).
+ * Schemas named by `$id` (OpenAPI components) compile as they are: TypeCompiler checks each in a
+ * function of its own, and error paths and messages are those of the unnamed schema. A name
+ * given to two different schemas throws here (namedSchemas), not in a request.
+ */
 export function compile(schema: TSchema, maxIssues = 50): Validator {
+  namedSchemas(schema)
   const checker: TypeCheck<TSchema> = TypeCompiler.Compile(schema)
   const realErrors = (value: unknown) => [...checker.Errors(value)].filter(isRealError)
   return {

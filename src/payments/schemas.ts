@@ -33,6 +33,6 @@ export const PaymentMethodSchema = Type.Object({
   expMonth: Type.Integer({ minimum: 1, maximum: 12 }),
   expYear: Type.Integer(),
   brand: Type.String({ description: '`visa`, `mastercard`, `amex`, `discover`, `diners`, `jcb`, `unionpay`, …' }),
-})
+}, { $id: 'PaymentMethod', description: "A customer's payment method (a card) at a payment provider." })
 
 export const ListPaymentMethodsResponse = Type.Array(PaymentMethodSchema)

@@ -19,7 +19,7 @@ export const CreditDocInput = strictObject({
   source: Type.Optional(CreditSourceSchema),
   priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, description: 'Higher is consumed first; default 50.' })),
   expiresAt: Type.Optional(EpochMs),
-}, { description: 'A wallet credit granted to a customer (default source promo).' })
+}, { $id: 'CreditInput', description: 'A wallet credit granted to a customer (default source promo).' })
 export type CreditDoc = Static<typeof CreditDocInput>
 
 /** The idempotency key a document credit is granted with. */

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
-import { Amount, BalanceSchema, BudgetKey, EpochMs, HoldId, IdempotencyKey, SignedAmount, strictObject } from '../../../kernel/schema.js'
+import { Amount, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
+import { BudgetKey, HoldSchema } from '../../../budgets/schemas.js'
 
 export const authorizeHold = defineRoute({
   method: 'POST',
@@ -16,13 +17,7 @@ export const authorizeHold = defineRoute({
     ttlMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 31_536_000_000, description: "Execution deadline in ms; default the budget's holds.defaultTtlMs; at most holds.maxTtlMs." })),
     idempotencyKey: IdempotencyKey,
   }),
-  response: Type.Object({
-    allowed: Type.Literal(true),
-    holdId: HoldId,
-    amount: SignedAmount,
-    expiresAt: EpochMs,
-    replayed: Type.Boolean(),
-    balance: BalanceSchema,
-  }),
+  response: HoldSchema,
+  errors: [402, 409],
   handler: ({ body, projectId, services }) => services.budgets.authorize(projectId, body),
 })

@@ -1,6 +1,6 @@
 import { defineRoute } from '../../route.js'
-import { BudgetKey, strictObject } from '../../../kernel/schema.js'
-import { BudgetViewSchema } from '../../../budgets/schemas.js'
+import { strictObject } from '../../../kernel/schema.js'
+import { BudgetKey, BudgetViewSchema } from '../../../budgets/schemas.js'
 
 export const getBudget = defineRoute({
   method: 'POST',

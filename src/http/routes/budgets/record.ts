@@ -1,6 +1,6 @@
 import { defineRoute } from '../../route.js'
-import { Amount, BudgetKey, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
-import { ConsumptionSchema } from '../../../budgets/schemas.js'
+import { Amount, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
+import { BudgetKey, ConsumptionSchema } from '../../../budgets/schemas.js'
 
 export const recordUsage = defineRoute({
   method: 'POST',
@@ -12,5 +12,6 @@ export const recordUsage = defineRoute({
   access: { kind: 'project', scope: 'budgets:write' },
   body: strictObject({ key: BudgetKey, amount: Amount, idempotencyKey: IdempotencyKey }),
   response: ConsumptionSchema,
+  errors: [409],
   handler: ({ body, projectId, services }) => services.budgets.record(projectId, body),
 })

@@ -1,6 +1,6 @@
 import { defineRoute } from '../../route.js'
-import { BudgetKey, HoldId, strictObject } from '../../../kernel/schema.js'
-import { HoldOutcomeSchema } from '../../../budgets/schemas.js'
+import { strictObject } from '../../../kernel/schema.js'
+import { BudgetKey, HoldId, HoldOutcomeSchema } from '../../../budgets/schemas.js'
 
 export const releaseHold = defineRoute({
   method: 'POST',
@@ -12,5 +12,6 @@ export const releaseHold = defineRoute({
   access: { kind: 'project', scope: 'budgets:write' },
   body: strictObject({ key: BudgetKey, holdId: HoldId }),
   response: HoldOutcomeSchema,
+  errors: [409],
   handler: ({ body, projectId, services }) => services.budgets.release(projectId, body),
 })

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
-import { Amount, BudgetKey, HoldId, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
-import { HoldOutcomeSchema } from '../../../budgets/schemas.js'
+import { Amount, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
+import { BudgetKey, HoldId, HoldOutcomeSchema } from '../../../budgets/schemas.js'
 
 export const settleHold = defineRoute({
   method: 'POST',
@@ -13,5 +13,6 @@ export const settleHold = defineRoute({
   access: { kind: 'project', scope: 'budgets:write' },
   body: strictObject({ key: BudgetKey, holdId: HoldId, amount: Amount, idempotencyKey: Type.Optional(IdempotencyKey) }),
   response: HoldOutcomeSchema,
+  errors: [409],
   handler: ({ body, projectId, services }) => services.budgets.settle(projectId, body),
 })

@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
-import { CrossedSchema } from '../../../kernel/schema.js'
-import { BudgetUpsertSchema, BudgetViewSchema } from '../../../budgets/schemas.js'
+import { BudgetUpsertSchema, BudgetViewSchema, CrossedSchema } from '../../../budgets/schemas.js'
 
 export const upsertBudget = defineRoute({
   method: 'POST',

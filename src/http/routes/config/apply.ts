@@ -26,6 +26,7 @@ export const applyConfig = defineRoute({
       description: 'What was (or, in a dry run, would be) created, updated or left unchanged, by name: slugs, plan@version, ids, budget keys; credits (only when the document has credits) by their ids.',
     }),
   }),
+  errors: [409],
   // Wallet credits of the document (src/wallet/README.md) are checked before and granted after the catalog.
   handler: ({ body, projectId, principal, services }) =>
     applyConfigDocument(services, projectId, body, principal.kind === 'project' ? principal.keyId : 'root'),

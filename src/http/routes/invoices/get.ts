@@ -8,13 +8,14 @@ const Ms = (description: string) => Type.Integer({ minimum: 0, description: `${d
 
 export const InvoiceStatusSchema = Type.Union(
   ['unpaid', 'paid', 'waiting', 'void', 'draft', 'failed'].map((s) => Type.Literal(s)),
-  { description: 'unpaid: something is due from the payment provider; paid: wallet credits (or nothing due) settled it; draft: being closed.' },
+  { $id: 'InvoiceStatus', description: 'unpaid: something is due from the payment provider; paid: wallet credits (or nothing due) settled it; draft: being closed.' },
 )
 export const SettlementSourceSchema = Type.Union(
   ['provider', 'credit_line', 'cash_wallet', 'plan_included', 'trial', 'promo', 'manual'].map((s) => Type.Literal(s)),
-  { description: 'What settles the line: the payment provider, the wallet (cash or a credit of the given source), the plan\'s included credit, or the trial.' },
+  { $id: 'SettlementSource', description: 'What settles the line: the payment provider, the wallet (cash or a credit of the given source), the plan\'s included credit, or the trial.' },
 )
 export const SettlementStatusSchema = Type.Union(['due', 'paid', 'included'].map((s) => Type.Literal(s)), {
+  $id: 'SettlementStatus',
   description: 'due: to be charged by the provider; paid: settled by a wallet credit or cash; included: covered by the plan (trial, included credit).',
 })
 
@@ -38,7 +39,7 @@ export const InvoiceSchema = Type.Object({
   amount_due: Ledger('What the payment provider is to charge.'),
   amount_paid: Ledger('What wallet credits and cash paid.'),
   amount_included: Ledger('What the trial and the plan\'s included credit covered.'),
-}, { additionalProperties: false, description: 'An invoice: one billing cycle of a subscription.' })
+}, { $id: 'Invoice', additionalProperties: false, description: 'An invoice: one billing cycle of a subscription.' })
 
 /** Spec 2.5 Line. */
 export const LineSchema = Type.Object({
@@ -61,7 +62,7 @@ export const LineSchema = Type.Object({
   wallet_id: Type.String({ description: 'The wallet that paid the line (the customer\'s); empty when not from the wallet.' }),
   currency: Type.String(),
   created_at: Type.String({ description: 'ISO 8601 date-time (UTC).' }),
-}, { additionalProperties: false, description: 'An invoice line.' })
+}, { $id: 'InvoiceLine', additionalProperties: false, description: 'An invoice line.' })
 
 export const InvoiceGetResponseSchema = Type.Object({
   invoice: InvoiceSchema,

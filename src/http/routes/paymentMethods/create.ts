@@ -11,5 +11,6 @@ export const createPaymentMethod = defineRoute({
   access: { kind: 'project', scope: 'payments:write' },
   body: CreatePaymentMethodBody,
   response: CreatePaymentMethodResponse,
+  errors: [412],
   handler: ({ body, projectId, services }) => services.payments.createSetup(projectId, body),
 })

@@ -11,5 +11,6 @@ export const listPaymentMethods = defineRoute({
   access: { kind: 'project', scope: 'payments:read' },
   body: ListPaymentMethodsBody,
   response: ListPaymentMethodsResponse,
+  errors: [412],
   handler: ({ body, projectId, services }) => services.payments.list(projectId, body),
 })

@@ -10,7 +10,7 @@ export const getPlanVersion = defineRoute({
   description: 'The plan version with its plan, features and flat price. A draft or an unknown id is 404.',
   tags: ['catalog'],
   access: { kind: 'project', scope: 'catalog:read' },
-  response: Type.Composite([
+  response: Type.Intersect([
     PlanVersionSchema,
     Type.Object({
       plan: PlanSchema,

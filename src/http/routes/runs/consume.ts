@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { ConsumeResponseSchema } from '../../../runs/types.js'
+import { ConsumeResponseSchema } from '../../../runs/schemas.js'
 import { defineRoute } from '../../route.js'
 import { IdempotencyKey, strictObject } from '../../../kernel/schema.js'
 
@@ -23,5 +23,6 @@ export const consumeRun = defineRoute({
     properties: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
   }),
   response: ConsumeResponseSchema,
+  errors: [409],
   handler: ({ body, params, projectId, services }) => services.runs.consume(projectId, params.runId!, body),
 })

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
-import { END_STATUSES, RunSchema } from '../../../runs/types.js'
+import { END_STATUSES } from '../../../runs/types.js'
+import { RunSchema } from '../../../runs/schemas.js'
 import { defineRoute } from '../../route.js'
 import { strictObject } from '../../../kernel/schema.js'
 
@@ -15,5 +16,6 @@ export const endRun = defineRoute({
   access: { kind: 'project', scope: 'runs:write' },
   body: strictObject({ status: Type.Union(END_STATUSES.map((s) => Type.Literal(s))) }),
   response: RunSchema,
+  errors: [409],
   handler: ({ body, params, projectId, services }) => services.runs.end(projectId, params.runId!, body.status),
 })

@@ -1,4 +1,4 @@
-import { RunSchema } from '../../../runs/types.js'
+import { RunSchema } from '../../../runs/schemas.js'
 import { defineRoute } from '../../route.js'
 
 export const getRun = defineRoute({

@@ -1,9 +1,10 @@
 import { Type } from '@sinclair/typebox'
-import { MAX_RUN_TTL_MS, RunSchema } from '../../../runs/types.js'
+import { MAX_RUN_TTL_MS } from '../../../runs/types.js'
 import { WalletCurrencySchema } from '../../../wallet/types.js'
 import { defineRoute } from '../../route.js'
-import { BudgetKey, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
-import { CustomerId, RunId } from '../../../runs/schemas.js'
+import { IdempotencyKey, strictObject } from '../../../kernel/schema.js'
+import { BudgetKey } from '../../../budgets/schemas.js'
+import { CustomerId, RunId, RunSchema } from '../../../runs/schemas.js'
 
 const Label = (description: string) => Type.String({ minLength: 1, maxLength: 128, description })
 
@@ -34,5 +35,6 @@ export const startRun = defineRoute({
     ttlMs: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_RUN_TTL_MS, description: 'Deadline from now; default 15 minutes, at most 7 days. A child run ends no later than its parent.' })),
   }),
   response: RunSchema,
+  errors: [402, 409, 412],
   handler: ({ body, projectId, services }) => services.runs.start(projectId, body),
 })

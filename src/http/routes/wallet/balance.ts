@@ -1,8 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { checkProject } from '../../../catalog/service.js'
-import { WalletBalanceSchema } from '../../../wallet/types.js'
 import { defineRoute } from '../../route.js'
-import { CustomerId } from '../../../wallet/schemas.js'
+import { CustomerId, WalletBalanceSchema } from '../../../wallet/schemas.js'
 
 export const walletBalance = defineRoute({
   method: 'GET',

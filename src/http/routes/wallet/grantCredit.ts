@@ -3,7 +3,7 @@ import { parseAmount } from '../../../kernel/money.js'
 import { CreditSourceSchema, WalletCurrencySchema } from '../../../wallet/types.js'
 import { defineRoute } from '../../route.js'
 import { Amount, EpochMs, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
-import { CustomerId, MoneyInResponseSchema } from '../../../wallet/schemas.js'
+import { CustomerId, GrantResponseSchema } from '../../../wallet/schemas.js'
 
 export const grantCredit = defineRoute({
   method: 'POST',
@@ -23,6 +23,7 @@ export const grantCredit = defineRoute({
     priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, description: 'Higher is consumed first; default 50.' })),
     idempotencyKey: IdempotencyKey,
   }),
-  response: Type.Composite([MoneyInResponseSchema, Type.Object({ creditId: Type.String() })]),
+  response: GrantResponseSchema,
+  errors: [409],
   handler: ({ body, projectId, services }) => services.wallet.grant(projectId, { ...body, amount: parseAmount(body.amount)! }),
 })

@@ -16,5 +16,6 @@ export const topUpWallet = defineRoute({
   access: { kind: 'project', scope: 'wallet:write' },
   body: strictObject({ customerId: CustomerId, amount: Amount, currency: Type.Optional(WalletCurrencySchema), idempotencyKey: IdempotencyKey }),
   response: MoneyInResponseSchema,
+  errors: [409],
   handler: ({ body, projectId, services }) => services.wallet.topUp(projectId, { ...body, amount: parseAmount(body.amount)! }),
 })

@@ -1,5 +1,4 @@
 import { Type } from '@sinclair/typebox'
-import { NOTIFICATION_TYPES } from '../../../notifications/queue.js'
 import { defineRoute } from '../../route.js'
 import { strictObject } from '../../../kernel/schema.js'
 import { EventType } from '../../../notifications/schemas.js'
@@ -25,7 +24,7 @@ export const listWebhookFailures = defineRoute({
       lastStatus: Type.Union([Type.Integer(), Type.Null()]),
       lastError: Type.String(),
       failedAt: Type.Integer(),
-      notification: Type.Object({ type: Type.Union(NOTIFICATION_TYPES.map((t) => Type.Literal(t))), projectId: Type.String() }, { additionalProperties: true }),
+      notification: Type.Object({ type: EventType, projectId: Type.String() }, { additionalProperties: true }),
     })),
   }),
   handler: ({ body, projectId, services }) => services.webhooks.failures(projectId, body.limit ?? 100),

@@ -21,9 +21,10 @@ export const upsertWebhook = defineRoute({
     events: Type.Array(EventType, { minItems: 1, uniqueItems: true }),
     enabled: Type.Optional(Type.Boolean({ description: 'Default true (on create; an update without it keeps the stored value).' })),
   }),
-  response: Type.Composite([WebhookViewSchema, Type.Object({
+  response: Type.Intersect([WebhookViewSchema, Type.Object({
     created: Type.Boolean(),
     secret: Type.Optional(Type.String({ description: 'The generated secret, only when this call generated it.' })),
   })]),
+  errors: [409],
   handler: ({ body, projectId, services }) => services.webhooks.upsert(projectId, body),
 })
