@@ -5,9 +5,11 @@
   ARGV[4] ttlMs as the caller sent it ('' = the budget's default), ARGV[5] retentionMs,
   ARGV[6] idempotency key
   Returns { 'budget_not_found' } or a budget reply (includes/budget.lua) whose status is
-  ok | replayed | idempotency_conflict | budget_closed | ttl_exceeds_max | budget_exceeded,
-  with s = { holdId, expiresAt, ttlMs } for ok and replayed, s = { '', '', maxTtlMs } for
-  ttl_exceeds_max. A replay answers even when the budget has closed since.
+  ok | replayed | idempotency_conflict | budget_closed | ttl_exceeds_max | budget_exceeded |
+  amount_overflow (the hold would take what is held, or a limit's consumed + held, past an exact
+  money pair: pairRoom in includes/budget.lua), with s = { holdId, expiresAt, ttlMs } for ok and
+  replayed, s = { '', '', maxTtlMs } for ttl_exceeds_max. A replay answers even when the budget
+  has closed since. src/budgets/errors.ts translates the refusing statuses.
   Only ok writes an idempotency record (field i:<key>, forgotten with its hold's record).
 ]]
 --@include money

@@ -7,7 +7,10 @@
   ARGV[1] nowMs, ARGV[2] amount hi, ARGV[3] amount lo, ARGV[4] 'charge' | 'record',
   ARGV[5] retentionMs, ARGV[6] idempotency key
   Returns { 'budget_not_found' } or a budget reply whose status is
-  ok | replayed | idempotency_conflict | budget_closed | budget_exceeded.
+  ok | replayed | idempotency_conflict | budget_closed | budget_exceeded | amount_overflow
+  (budget_closed and budget_exceeded for a charge only; amount_overflow: the amount would take a
+  limit's consumed + held past an exact money pair, pairRoom in includes/budget.lua).
+  src/budgets/errors.ts translates the refusing statuses.
   Only ok writes an idempotency record (field i:<key>: 2 charge or 3 record, amount hi, lo),
   forgotten after the retention. ok also appends a budget_journal row (kind charge | record).
 ]]

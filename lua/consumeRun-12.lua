@@ -19,7 +19,8 @@
 -- run of a tree leasing from a budget, then adds what the tree consumed so far, its root's tc):
 -- 'run_not_found' (alone) | 'duplicate' | 'expired' | 'not_running' | 'stale' (the catalog
 -- changed: price again) | 'entitlement_denied' | 'stale_usage' (then the quantity so far, alone
--- with it: price again) | 'insufficient_budget' | 'accepted'.
+-- with it: price again) | 'insufficient_budget' | 'accepted'. src/runs/errors.ts translates the
+-- refusing ones (run_not_found; stale and stale_usage once the gateway stops retrying).
 --@include money
 --@include wallet
 --@include runs

@@ -5,6 +5,7 @@
 --       (completed | canceled | failed)
 -- Returns { status, run... } with status 'ok' | 'run_not_found' (alone) | 'replayed' (ending a
 -- run already ended with that status) | 'run_not_running' (ended otherwise, or expired).
+-- src/runs/errors.ts translates the refusing statuses.
 -- Ending a run ends its running descendants first, as canceled (expired past their deadline).
 --@include money
 --@include wallet

@@ -13,10 +13,11 @@
                so far, at scale 8)
   Returns { 'budget_not_found' } or a budget reply whose status is
   open: ok | replayed | idempotency_conflict | unit_mismatch | budget_closed | ttl_exceeds_max |
-        budget_exceeded (in this order of precedence),
+        budget_exceeded | amount_overflow (in this order of precedence),
   report, end: ok | replayed (nothing changed) | lease_not_found (forgotten after its retention),
   with s = { lease number, amount hi, amount lo, expiresAt, state (1 open, 2 ended, 4 expired),
   reported hi, reported lo } (ttl_exceeds_max: s[3] = maxTtlMs).
+  src/budgets/errors.ts translates the refusing statuses.
   Only an open that answers ok writes the idempotency record (field il:<ARGV[9]>: the lease
   number, then the fingerprint), kept while the lease is open and the retention after.
 ]]

@@ -10,6 +10,7 @@
   An expired hold was settled at its full amount: settling it again for exactly that amount
   replays, any other amount or a release is hold_expired. A hold whose deadline passed before
   the sweep reached it is expired first, by the same rule.
+  src/budgets/errors.ts translates the refusing statuses.
 ]]
 --@include money
 --@include window

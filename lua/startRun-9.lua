@@ -11,7 +11,8 @@
 -- Returns { status, runId, run... (runReply) } with status 'ok' | 'replayed' (the first run) |
 -- 'idempotency_conflict' | 'parent_not_found' | 'parent_not_running' | 'currency_mismatch' |
 -- 'insufficient_funds' (the wallet's available) | 'insufficient_budget' (the parent's remaining) |
--- 'lease_closed' (the lease ended before this run could start on it).
+-- 'lease_closed' (the lease ended before this run could start on it). src/runs/errors.ts translates
+-- the refusing statuses.
 --@include money
 --@include wallet
 --@include runs

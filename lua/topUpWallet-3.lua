@@ -3,6 +3,7 @@
 -- ARGV: 1 projectId, 2 customerId, 3 nowMs, 4 idempotencyKey, 5 currency, 6 amount hi, 7 amount lo,
 --       8 request fingerprint
 -- Returns walletReply with status 'ok' | 'replayed' | 'idempotency_conflict' | 'currency_mismatch'.
+-- src/wallet/errors.ts translates the refusing statuses.
 --@include money
 --@include wallet
 local w = walletLoad(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]))

@@ -1,6 +1,5 @@
 import { formatUnits } from '../kernel/money.js'
-import type { Blocked, Remedy } from './types.js'
-import type { LimitState } from './redis.js'
+import type { Balance, Blocked, BudgetState, LimitState, Remedy } from './types.js'
 
 /**
  * Explains a denied authorize or charge (spec part 7, `blocked`). The failing limits are the
@@ -32,4 +31,23 @@ export function explainDenial(limits: LimitState[], held: bigint, amount: bigint
     resetsAt: blocked.resetsAt,
     remedy,
   }
+}
+
+/**
+ * A budget's balance as every answer shows it, a denial's `details.balance` included: `remaining`
+ * is the least of the hard limits' (null without hard limits).
+ */
+export function balanceOf(snap: BudgetState, now: number): Balance {
+  const held = formatUnits(snap.held)
+  let least: bigint | undefined
+  const limits = snap.limits.map((l) => {
+    const remaining = l.amount - l.consumed - snap.held
+    if (l.enforce === 'hard' && (least === undefined || remaining < least)) least = remaining
+    return {
+      id: l.id, window: l.window, enforce: l.enforce,
+      amount: formatUnits(l.amount), consumed: formatUnits(l.consumed), held, remaining: formatUnits(remaining),
+      resetsAt: l.resetsAt,
+    }
+  })
+  return { remaining: least === undefined ? null : formatUnits(least), held, limits, asOf: now }
 }

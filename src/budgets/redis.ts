@@ -1,7 +1,8 @@
 import { fromPair, toPair } from '../kernel/money.js'
 import { Script, type RedisClient } from '../infra/redis/scripts.js'
+import { BUDGET_SCRIPT_STATUSES, type BudgetScript, type BudgetScriptStatus, type StatusOf } from './errors.js'
 import { budgetKeys } from './keys.js'
-import type { Enforce, Window } from './types.js'
+import type { BudgetState, Enforce, LimitState, Window } from './types.js'
 
 /** Storage adapter: one script per function. Every function is one round trip to Redis. */
 const scripts = {
@@ -15,24 +16,20 @@ const scripts = {
 }
 export const budgetScripts: readonly Script[] = Object.values(scripts)
 
-export interface LimitState {
-  id: string
-  window: Window
-  enforce: Enforce
-  /** '' when the limit uses calendar periods. */
-  anchor: string
-  amount: bigint
-  consumed: bigint
-  resetsAt: number | null
-  crossed: boolean
+/** A budget as one script left it: the script's status (one it is known to answer), the operation's own values, and every counter. */
+export interface Snapshot<S extends BudgetScriptStatus = BudgetScriptStatus> extends BudgetState {
+  status: S
 }
 
-/** A budget as one script left it: the status, the operation's own values, and every counter. */
-export interface Snapshot {
-  status: string
-  s: string[]
-  held: bigint
-  limits: LimitState[]
+/** Each adapter function's statuses as a set: a reply's status is checked against its script's. */
+const KNOWN = {} as Record<BudgetScript, ReadonlySet<string>>
+for (const fn of Object.keys(BUDGET_SCRIPT_STATUSES) as BudgetScript[]) KNOWN[fn] = new Set(BUDGET_SCRIPT_STATUSES[fn])
+
+/** The reply's status, when its script answers it; a status the script is not known to answer is a bug, thrown. */
+function statusOf<F extends BudgetScript>(fn: F, script: Script, reply: unknown[]): StatusOf<F> {
+  const status = String(reply[0])
+  if (!KNOWN[fn].has(status)) throw new Error(`${script.name} answered an unknown status: ${status}`)
+  return status as StatusOf<F>
 }
 
 interface LimitConfigState {
@@ -64,8 +61,8 @@ function parseConfig(cfg: string): LimitConfigState[] {
  * Reads a budget reply (lua/includes/budget.lua): status, the operation's 8 values, `cfg`,
  * held, then consumed, resetsAt and crossed per limit.
  */
-function readSnapshot(reply: unknown[]): Snapshot {
-  const status = String(reply[0])
+function readSnapshot<F extends BudgetScript>(fn: F, script: Script, reply: unknown[]): Snapshot<StatusOf<F>> {
+  const status = statusOf(fn, script, reply)
   if (reply.length === 1) return { status, s: [], held: 0n, limits: [] }
   const s = [String(reply[1]), String(reply[2]), String(reply[3]), String(reply[4]), String(reply[5]), String(reply[6]), String(reply[7]), String(reply[8])]
   const configs = parseConfig(String(reply[9]))
@@ -97,46 +94,46 @@ export interface LimitInput {
 export async function upsertBudget(
   redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
   config: { unit: string; defaultTtlMs: number; maxTtlMs: number; closesAt: number | null; limits: LimitInput[] },
-): Promise<Snapshot> {
+): Promise<Snapshot<StatusOf<'upsertBudget'>>> {
   const k = budgetKeys(tag)
   const args: (string | number)[] = [nowMs, retentionMs, config.unit, config.defaultTtlMs, config.maxTtlMs, config.closesAt ?? '', config.limits.length]
   for (const l of config.limits) args.push(l.id, l.window, l.enforce, l.anchor ?? '', ...pairArgs(l.amount))
-  return readSnapshot(await scripts.upsert.run(redis, [k.budget, k.open, k.purge, k.journal], args))
+  return readSnapshot('upsertBudget', scripts.upsert, await scripts.upsert.run(redis, [k.budget, k.open, k.purge, k.journal], args))
 }
 
-export async function getBudget(redis: RedisClient, tag: string, nowMs: number, retentionMs: number): Promise<Snapshot> {
+export async function getBudget(redis: RedisClient, tag: string, nowMs: number, retentionMs: number): Promise<Snapshot<StatusOf<'getBudget'>>> {
   const k = budgetKeys(tag)
-  return readSnapshot(await scripts.get.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs]))
+  return readSnapshot('getBudget', scripts.get, await scripts.get.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs]))
 }
 
 export async function authorizeHold(
   redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
   amount: bigint, ttlMs: number | undefined, requestKey: string,
-): Promise<Snapshot> {
+): Promise<Snapshot<StatusOf<'authorizeHold'>>> {
   const k = budgetKeys(tag)
-  return readSnapshot(await scripts.authorize.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, ...pairArgs(amount), ttlMs ?? '', retentionMs, requestKey]))
+  return readSnapshot('authorizeHold', scripts.authorize, await scripts.authorize.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, ...pairArgs(amount), ttlMs ?? '', retentionMs, requestKey]))
 }
 
 export async function closeHold(
   redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
   holdNumber: string, action: 'settle' | 'release', usage: bigint,
-): Promise<Snapshot> {
+): Promise<Snapshot<StatusOf<'closeHold'>>> {
   const k = budgetKeys(tag)
   const args = [nowMs, holdNumber, action, ...pairArgs(usage), retentionMs]
-  return readSnapshot(await scripts.settle.run(redis, [k.budget, k.open, k.purge, k.journal], args))
+  return readSnapshot('closeHold', scripts.settle, await scripts.settle.run(redis, [k.budget, k.open, k.purge, k.journal], args))
 }
 
 export async function chargeBudget(
   redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
   amount: bigint, mode: 'charge' | 'record', requestKey: string,
-): Promise<Snapshot> {
+): Promise<Snapshot<StatusOf<'chargeBudget'>>> {
   const k = budgetKeys(tag)
-  return readSnapshot(await scripts.charge.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, ...pairArgs(amount), mode, retentionMs, requestKey]))
+  return readSnapshot('chargeBudget', scripts.charge, await scripts.charge.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, ...pairArgs(amount), mode, retentionMs, requestKey]))
 }
 
-export async function expireHolds(redis: RedisClient, tag: string, nowMs: number, retentionMs: number, max: number): Promise<Snapshot> {
+export async function expireHolds(redis: RedisClient, tag: string, nowMs: number, retentionMs: number, max: number): Promise<Snapshot<StatusOf<'expireHolds'>>> {
   const k = budgetKeys(tag)
-  return readSnapshot(await scripts.expire.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs, max]))
+  return readSnapshot('expireHolds', scripts.expire, await scripts.expire.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs, max]))
 }
 
 /**
@@ -146,16 +143,16 @@ export async function expireHolds(redis: RedisClient, tag: string, nowMs: number
 export async function openLease(
   redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
   lease: { amount: bigint; ttlMs: number; expiresAt: number; currency: string; requestKey: string; fingerprint: string },
-): Promise<Snapshot> {
+): Promise<Snapshot<StatusOf<'openLease'>>> {
   const k = budgetKeys(tag)
   const args = [nowMs, retentionMs, 'open', ...pairArgs(lease.amount), lease.ttlMs, lease.expiresAt, lease.currency, lease.requestKey, lease.fingerprint]
-  return readSnapshot(await scripts.lease.run(redis, [k.budget, k.open, k.purge, k.journal], args))
+  return readSnapshot('openLease', scripts.lease, await scripts.lease.run(redis, [k.budget, k.open, k.purge, k.journal], args))
 }
 
 /** Reports a lease's run's consumed total (`report`), or its final total and closes it (`end`). */
 export async function reportLease(
   redis: RedisClient, tag: string, nowMs: number, retentionMs: number, leaseNumber: string, action: 'report' | 'end', total: bigint,
-): Promise<Snapshot> {
+): Promise<Snapshot<StatusOf<'reportLease'>>> {
   const k = budgetKeys(tag)
-  return readSnapshot(await scripts.lease.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs, action, leaseNumber, ...pairArgs(total)]))
+  return readSnapshot('reportLease', scripts.lease, await scripts.lease.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs, action, leaseNumber, ...pairArgs(total)]))
 }

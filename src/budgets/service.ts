@@ -1,13 +1,14 @@
 import type { Clock } from '../kernel/clock.js'
-import { failure, invalid, success, type Failure, type Issue, type Result } from '../kernel/errors.js'
+import { invalid, success, type Issue, type Result } from '../kernel/errors.js'
 import { formatUnits, fromPair, parseAmount } from '../kernel/money.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
-import { explainDenial } from './denial.js'
+import { balanceOf } from './denial.js'
+import { budgetFailure } from './errors.js'
 import { budgetTag } from './keys.js'
 import * as store from './redis.js'
 import type { Snapshot } from './redis.js'
 import type {
-  Balance, BudgetView, Consumption, Crossed, Hold, HoldOutcome, Lease, LimitConfig, Window, Enforce,
+  BudgetState, BudgetView, Consumption, Crossed, Hold, HoldOutcome, Lease, LimitConfig, Window, Enforce,
 } from './types.js'
 
 export interface BudgetServiceOptions {
@@ -88,7 +89,7 @@ export class BudgetService {
   async get(projectId: string, key: string): Promise<Result<BudgetView>> {
     const now = this.clock()
     const snap = await store.getBudget(this.redis, budgetTag(projectId, key), now, this.retentionMs)
-    if (snap.status === 'budget_not_found') return notFound(key)
+    if (snap.status !== 'ok') return budgetFailure(snap.status, { op: 'get', key, snap, now, amount: 0n })
     this.notify(projectId, key, snap)
     return success(this.view(key, snap, now))
   }
@@ -98,32 +99,15 @@ export class BudgetService {
     const now = this.clock()
     const snap = await store.authorizeHold(this.redis, budgetTag(projectId, req.key), now, this.retentionMs, amount, req.ttlMs, req.idempotencyKey)
     this.notify(projectId, req.key, snap)
-    switch (snap.status) {
-      case 'ok':
-      case 'replayed':
-        return success({
-          allowed: true,
-          holdId: `h_${snap.s[0]}`,
-          amount: formatUnits(amount),
-          expiresAt: Number(snap.s[1]),
-          replayed: snap.status === 'replayed',
-          balance: balanceOf(snap, now),
-        })
-      case 'budget_not_found':
-        return notFound(req.key)
-      case 'idempotency_conflict':
-        return failure('conflict', 'idempotency_conflict', 'This idempotencyKey was used with a different request (amount or ttlMs).')
-      case 'budget_closed':
-        return failure('conflict', 'budget_closed', `Budget ${req.key} is past its closesAt and takes no new holds.`)
-      case 'ttl_exceeds_max':
-        return invalid([{ path: '$.ttlMs', message: `must not exceed the budget's holds.maxTtlMs (${snap.s[2]})` }])
-      case 'amount_overflow':
-        return amountOverflow(req.key)
-      case 'budget_exceeded':
-        return exceeded(snap, amount, now)
-      default:
-        return unexpected(snap)
-    }
+    if (snap.status !== 'ok' && snap.status !== 'replayed') return budgetFailure(snap.status, { op: 'authorize', key: req.key, snap, now, amount })
+    return success({
+      allowed: true,
+      holdId: `h_${snap.s[0]}`,
+      amount: formatUnits(amount),
+      expiresAt: Number(snap.s[1]),
+      replayed: snap.status === 'replayed',
+      balance: balanceOf(snap, now),
+    })
   }
 
   async settle(projectId: string, req: { key: string; holdId: string; amount: string }): Promise<Result<HoldOutcome>> {
@@ -156,27 +140,10 @@ export class BudgetService {
     const now = this.clock()
     const snap = await store.openLease(this.redis, budgetTag(projectId, key), now, this.retentionMs, req)
     this.notify(projectId, key, snap)
-    switch (snap.status) {
-      case 'ok':
-      case 'replayed':
-        return success(leaseOf(snap, now))
-      case 'budget_not_found':
-        return notFound(key)
-      case 'idempotency_conflict':
-        return failure('conflict', 'idempotency_conflict', 'This idempotencyKey started another run of this customer with a different request.')
-      case 'unit_mismatch':
-        return failure('conflict', 'budget_unit_mismatch', `Budget ${key} does not count in ${req.currency}: a run leases from a budget whose unit is the run's currency (ISO code).`)
-      case 'budget_closed':
-        return failure('conflict', 'budget_closed', `Budget ${key} is past its closesAt and takes no new leases.`)
-      case 'ttl_exceeds_max':
-        return invalid([{ path: '$.ttlMs', message: `must not exceed budget ${key}'s holds.maxTtlMs (${snap.s[2]})` }])
-      case 'amount_overflow':
-        return amountOverflow(key)
-      case 'budget_exceeded':
-        return exceeded(snap, req.amount, now)
-      default:
-        return unexpected(snap)
+    if (snap.status !== 'ok' && snap.status !== 'replayed') {
+      return budgetFailure(snap.status, { op: 'lease', key, snap, now, amount: req.amount, currency: req.currency })
     }
+    return success(leaseOf(snap, now))
   }
 
   /**
@@ -189,17 +156,10 @@ export class BudgetService {
     const now = this.clock()
     const snap = await store.reportLease(this.redis, budgetTag(projectId, key), now, this.retentionMs, leaseNumber, action, total)
     this.notify(projectId, key, snap)
-    switch (snap.status) {
-      case 'ok':
-      case 'replayed':
-        return success(leaseOf(snap, now))
-      case 'budget_not_found':
-        return notFound(key)
-      case 'lease_not_found':
-        return failure('not_found', 'lease_not_found', `Lease l_${leaseNumber} does not exist on budget ${key} (or was forgotten after its retention).`)
-      default:
-        return unexpected(snap)
+    if (snap.status !== 'ok' && snap.status !== 'replayed') {
+      return budgetFailure(snap.status, { op: 'report', key, snap, now, amount: total, id: `l_${leaseNumber}` })
     }
+    return success(leaseOf(snap, now))
   }
 
   /**
@@ -224,40 +184,22 @@ export class BudgetService {
     const now = this.clock()
     const snap = await store.closeHold(this.redis, budgetTag(projectId, key), now, this.retentionMs, holdId.slice(2), action, usage)
     this.notify(projectId, key, snap)
-    switch (snap.status) {
-      case 'ok':
-      case 'replayed': {
-        const [hi, lo, expiresAt, state, shi, slo] = snap.s as [string, string, string, string, string, string]
-        const outcome: HoldOutcome = {
-          holdId,
-          state: state === HOLD_RELEASED ? 'released' : 'settled',
-          amount: formatUnits(fromPair(hi, lo)),
-          expiresAt: Number(expiresAt),
-          replayed: snap.status === 'replayed',
-          balance: balanceOf(snap, now),
-          crossed: crossedOf(snap),
-        }
-        if (state !== HOLD_RELEASED) {
-          outcome.settledBy = state === HOLD_EXPIRED ? 'expiry' : 'settle'
-          outcome.settledAmount = formatUnits(fromPair(shi, slo))
-        }
-        return success(outcome)
-      }
-      case 'budget_not_found':
-        return notFound(key)
-      case 'hold_not_found':
-        return failure('not_found', 'hold_not_found', `Hold ${holdId} does not exist on budget ${key} (or was forgotten after its retention).`)
-      case 'hold_already_settled':
-        return failure('conflict', 'hold_already_settled', `Hold ${holdId} is already settled${action === 'settle' ? ' for another amount' : ''}.`)
-      case 'hold_already_released':
-        return failure('conflict', 'hold_already_released', `Hold ${holdId} was released.`)
-      case 'hold_expired':
-        return failure('conflict', 'hold_expired', `Hold ${holdId} expired and was settled at its full amount; only that amount settles it.`)
-      case 'exceeds_hold_amount':
-        return failure('conflict', 'exceeds_hold_amount', `The amount is more than hold ${holdId} reserved; record the excess with /v1/budgets/record.`)
-      default:
-        return unexpected(snap)
+    if (snap.status !== 'ok' && snap.status !== 'replayed') return budgetFailure(snap.status, { op: action, key, snap, now, amount: usage, id: holdId })
+    const [hi, lo, expiresAt, state, shi, slo] = snap.s as [string, string, string, string, string, string]
+    const outcome: HoldOutcome = {
+      holdId,
+      state: state === HOLD_RELEASED ? 'released' : 'settled',
+      amount: formatUnits(fromPair(hi, lo)),
+      expiresAt: Number(expiresAt),
+      replayed: snap.status === 'replayed',
+      balance: balanceOf(snap, now),
+      crossed: crossedOf(snap),
     }
+    if (state !== HOLD_RELEASED) {
+      outcome.settledBy = state === HOLD_EXPIRED ? 'expiry' : 'settle'
+      outcome.settledAmount = formatUnits(fromPair(shi, slo))
+    }
+    return success(outcome)
   }
 
   private async consume(projectId: string, req: { key: string; amount: string; idempotencyKey: string }, mode: 'charge' | 'record'): Promise<Result<Consumption>> {
@@ -265,23 +207,8 @@ export class BudgetService {
     const now = this.clock()
     const snap = await store.chargeBudget(this.redis, budgetTag(projectId, req.key), now, this.retentionMs, amount, mode, req.idempotencyKey)
     this.notify(projectId, req.key, snap)
-    switch (snap.status) {
-      case 'ok':
-      case 'replayed':
-        return success({ amount: formatUnits(amount), replayed: snap.status === 'replayed', balance: balanceOf(snap, now), crossed: crossedOf(snap) })
-      case 'budget_not_found':
-        return notFound(req.key)
-      case 'idempotency_conflict':
-        return failure('conflict', 'idempotency_conflict', 'This idempotencyKey was used with a different request.')
-      case 'budget_closed':
-        return failure('conflict', 'budget_closed', `Budget ${req.key} is past its closesAt.`)
-      case 'amount_overflow':
-        return amountOverflow(req.key)
-      case 'budget_exceeded':
-        return exceeded(snap, amount, now)
-      default:
-        return unexpected(snap)
-    }
+    if (snap.status !== 'ok' && snap.status !== 'replayed') return budgetFailure(snap.status, { op: mode, key: req.key, snap, now, amount })
+    return success({ amount: formatUnits(amount), replayed: snap.status === 'replayed', balance: balanceOf(snap, now), crossed: crossedOf(snap) })
   }
 
   private view(key: string, snap: Snapshot, now: number): BudgetView {
@@ -307,20 +234,7 @@ export class BudgetService {
   }
 }
 
-export function balanceOf(snap: Snapshot, now: number): Balance {
-  const held = formatUnits(snap.held)
-  let least: bigint | undefined
-  const limits = snap.limits.map((l) => {
-    const remaining = l.amount - l.consumed - snap.held
-    if (l.enforce === 'hard' && (least === undefined || remaining < least)) least = remaining
-    return {
-      id: l.id, window: l.window, enforce: l.enforce,
-      amount: formatUnits(l.amount), consumed: formatUnits(l.consumed), held, remaining: formatUnits(remaining),
-      resetsAt: l.resetsAt,
-    }
-  })
-  return { remaining: least === undefined ? null : formatUnits(least), held, limits, asOf: now }
-}
+export { balanceOf }
 
 function leaseOf(snap: Snapshot, now: number): Lease {
   const [number, hi, lo, expiresAt, state, rhi, rlo] = snap.s as [string, string, string, string, string, string, string]
@@ -330,29 +244,10 @@ function leaseOf(snap: Snapshot, now: number): Lease {
   }
 }
 
-function crossedOf(snap: Snapshot): Crossed[] {
+function crossedOf(snap: BudgetState): Crossed[] {
   return snap.limits.filter((l) => l.crossed).map((l) => ({
     limitId: l.id, enforce: l.enforce, window: l.window, amount: formatUnits(l.amount), consumed: formatUnits(l.consumed),
   }))
-}
-
-function exceeded(snap: Snapshot, amount: bigint, now: number): Failure {
-  const blocked = explainDenial(snap.limits, snap.held, amount)!
-  return failure('budget_exceeded', 'budget_exceeded', `Limit ${blocked.limitId} (${blocked.window}) cannot take ${formatUnits(amount)}; remedy: ${blocked.remedy}.`, {
-    kind: 'budget_exceeded', blocked, balance: balanceOf(snap, now),
-  })
-}
-
-function notFound(key: string): Failure {
-  return failure('not_found', 'budget_not_found', `Budget ${key} does not exist in this project.`)
-}
-
-function amountOverflow(key: string): Failure {
-  return failure('conflict', 'amount_overflow', `Budget ${key} cannot count this amount exactly on top of its totals (about 9·10^21 of its unit): nothing was changed.`)
-}
-
-function unexpected(snap: Snapshot): Failure {
-  return failure('internal', 'unexpected_script_status', `Unexpected script status ${snap.status}.`)
 }
 
 function splitTag(tag: string): [string, string] {

@@ -107,3 +107,23 @@ export interface Lease {
   replayed: boolean
   balance: Balance
 }
+
+/** One limit as a budget script left it (src/budgets/redis.ts reads it from the reply). */
+export interface LimitState {
+  id: string
+  window: Window
+  enforce: Enforce
+  /** '' when the limit uses calendar periods. */
+  anchor: string
+  amount: bigint
+  consumed: bigint
+  resetsAt: number | null
+  crossed: boolean
+}
+
+/** A budget as one script left it, without the script's status: the operation's own values and every counter. */
+export interface BudgetState {
+  s: string[]
+  held: bigint
+  limits: LimitState[]
+}

@@ -2,6 +2,7 @@ import { usageKey } from '../entitlements/keys.js'
 import { toPair } from '../kernel/money.js'
 import { Script, type RedisClient } from '../infra/redis/scripts.js'
 import { walletKeys } from '../wallet/keys.js'
+import { RUN_SCRIPT_STATUSES, type RunScript, type StatusOf } from './errors.js'
 import { consumeKeys, leaseSettlementsKey, purgesKey, runDataKey, runIndexKey, runKeys } from './keys.js'
 import type { RunMeta, RunStatus } from './types.js'
 
@@ -14,6 +15,17 @@ const scripts = {
   purge: new Script('purgeRuns-N'),
 }
 export const runScripts: readonly Script[] = Object.values(scripts)
+
+/** Each adapter function's statuses as a set: a reply's status is checked against its script's. */
+const KNOWN = {} as Record<RunScript, ReadonlySet<string>>
+for (const fn of Object.keys(RUN_SCRIPT_STATUSES) as RunScript[]) KNOWN[fn] = new Set(RUN_SCRIPT_STATUSES[fn])
+
+/** The reply's status, when its script answers it; a status the script is not known to answer is a bug, thrown. */
+function statusOf<F extends RunScript>(fn: F, script: Script, reply: unknown[]): StatusOf<F> {
+  const status = String(reply[0])
+  if (!KNOWN[fn].has(status)) throw new Error(`${script.name} answered an unknown status: ${status}`)
+  return status as StatusOf<F>
+}
 
 export interface RunState {
   runId: string
@@ -62,7 +74,7 @@ export async function startRun(
     /** A root run leasing from a budget: the lease taken for it, and whether it is still open. */
     lease?: { budgetKey: string; number: string; open: boolean }
   },
-): Promise<{ status: string; run?: RunState }> {
+): Promise<{ status: StatusOf<'startRun'>; run?: RunState }> {
   const keys = [...keyList(projectId, customerId), walletKeys(projectId, customerId).counters, runIndexKey(projectId)]
   const lease = input.lease ? `${input.lease.number}|${input.lease.budgetKey}` : ''
   const args = [
@@ -70,7 +82,7 @@ export async function startRun(
     lease, input.lease?.open ? '1' : '0',
   ]
   const reply = await scripts.start.run(redis, keys, args)
-  const status = String(reply[0])
+  const status = statusOf('startRun', scripts.start, reply)
   return reply.length > 2 ? { status, run: readRun(String(reply[1]), reply, 2) } : { status }
 }
 
@@ -82,9 +94,9 @@ export async function indexOfRun(redis: RedisClient, projectId: string, runId: s
   return { currency: value.slice(0, bar), customerId: value.slice(bar + 1) }
 }
 
-export async function endRun(redis: RedisClient, projectId: string, customerId: string, nowMs: number, runId: string, action: 'get' | RunStatus): Promise<{ status: string; run?: RunState }> {
+export async function endRun(redis: RedisClient, projectId: string, customerId: string, nowMs: number, runId: string, action: 'get' | RunStatus): Promise<{ status: StatusOf<'endRun'>; run?: RunState }> {
   const reply = await scripts.end.run(redis, keyList(projectId, customerId), [projectId, customerId, nowMs, runId, action])
-  const status = String(reply[0])
+  const status = statusOf('endRun', scripts.end, reply)
   return reply.length > 1 ? { status, run: readRun(runId, reply, 1) } : { status }
 }
 
@@ -104,18 +116,27 @@ export interface ConsumeArgs {
   counting?: readonly string[]
 }
 
-/** `treeConsumed`: for an accepted consume in a tree leasing from a budget, what the tree consumed so far (minor units). */
+/** What consumeRun-12 answered (its header): the reason, the cost (minor units) and the run, or for stale_usage the run's quantity so far. */
+export interface ConsumeOutcome {
+  reason: StatusOf<'consumeRun'>
+  cost: number
+  usage?: string
+  run?: RunState
+  /** For an accepted consume in a tree leasing from a budget, what the tree consumed so far (minor units). */
+  treeConsumed?: string
+}
+
 export async function consumeRun(
   redis: RedisClient, projectId: string, customerId: string, nowMs: number, runId: string, a: ConsumeArgs,
-): Promise<{ reason: string; cost: number; usage?: string; run?: RunState; treeConsumed?: string }> {
+): Promise<ConsumeOutcome> {
   const keys = [...keyList(projectId, customerId), ...consumeKeys(projectId, customerId), runDataKey(projectId, runId), usageKey(projectId, customerId)]
   const [hi, lo] = toPair(a.ledger)
   const args = [projectId, customerId, nowMs, runId, a.idempotencyKey, a.featureSlug, a.entitled ? '1' : '0', a.mode, hi, lo, a.catalogVersion, a.subscriptionStatus, a.usageBefore, a.usageAfter, a.row, ...(a.counting ?? [])]
   const reply = await scripts.consume.run(redis, keys, args)
-  const reason = String(reply[0])
+  const reason = statusOf('consumeRun', scripts.consume, reply)
   if (reason === 'stale_usage') return { reason, cost: 0, usage: String(reply[2]) }
   if (reply.length <= 2) return { reason, cost: 0 }
-  const out: { reason: string; cost: number; run: RunState; treeConsumed?: string } = { reason, cost: Number(reply[1]), run: readRun(runId, reply, 2) }
+  const out: ConsumeOutcome = { reason, cost: Number(reply[1]), run: readRun(runId, reply, 2) }
   if (reply.length > 11) out.treeConsumed = String(reply[11])
   return out
 }

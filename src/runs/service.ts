@@ -5,12 +5,13 @@ import type { AccessFlags, CustomerView } from '../catalog/types.js'
 import { entitlementsAt } from '../catalog/views.js'
 import type { Clock } from '../kernel/clock.js'
 import type { UsageEventRow } from '../events/types.js'
-import { failure, invalid, success, type Failure, type Result } from '../kernel/errors.js'
+import { failure, invalid, success, type Result } from '../kernel/errors.js'
 import { prepareEntitlementUsage } from '../entitlements/usage.js'
 import { formatUnits } from '../kernel/money.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
 import { CURRENCIES, DEFAULT_CURRENCY, type WalletCurrency } from '../wallet/types.js'
-import { pricingOf, quantityOf } from './pricing.js'
+import { runFailure } from './errors.js'
+import { pricingOf, quantityOf, type FeaturePricing } from './pricing.js'
 import * as store from './redis.js'
 import { DEFAULT_RUN_TTL_MS, LEASE_GRACE_MS, type ConsumeReason, type ConsumeResponse, type EndStatus, type Run } from './types.js'
 
@@ -42,6 +43,12 @@ interface CustomerPricing {
   subscriptionStatus: string
   view: CustomerView | undefined
   flags: AccessFlags
+}
+
+/** One attempt of a consume, priced: the script's arguments, and the usage cache's key of the run's feature. */
+interface PricedEvent {
+  args: store.ConsumeArgs
+  usageKey: string
 }
 
 const CACHE_MAX = 10_000
@@ -117,35 +124,21 @@ export class RunService {
       // back at once, else its deadline would.
       await this.budgets!.reportLease(projectId, lease.budgetKey, lease.number, 0n, 'end').catch(() => undefined)
     }
-    switch (started.status) {
-      case 'ok':
-      case 'replayed':
-        await this.settleIfEnded(projectId, started.run!)
-        return success(toRun(started.run!))
-      case 'lease_closed':
-        return failure('conflict', 'lease_closed', `The lease this idempotencyKey took on budget ${input.budgetKey} ended before its run started; start the run with a new idempotencyKey.`)
-      case 'idempotency_conflict':
-        return failure('conflict', 'idempotency_conflict', 'This idempotencyKey started another run of this customer with a different request.')
-      case 'parent_not_found':
-        return failure('not_found', 'parent_not_found', `Run ${parentRunId} is not a run of customer ${input.customerId}.`)
-      case 'parent_not_running':
-        return failure('conflict', 'parent_not_running', `Run ${parentRunId} is not running: a child run reserves from a running parent.`)
-      case 'currency_mismatch':
-        return failure('conflict', 'currency_mismatch', input.parentRunId ? `The parent run is not in ${currency}.` : `The customer's wallet is not in ${currency}.`)
-      case 'insufficient_funds':
-        return failure('budget_exceeded', 'insufficient_funds', `The customer's wallet has less than ${input.budgetAmountMinor} minor units of ${currency} available (GET /v1/wallet/balance).`)
-      case 'insufficient_budget':
-        return failure('budget_exceeded', 'insufficient_budget', `Run ${parentRunId} has less than ${input.budgetAmountMinor} minor units remaining.`)
+    if (started.status !== 'ok' && started.status !== 'replayed') {
+      return runFailure(started.status, {
+        customerId: input.customerId, parentRunId, currency, budgetAmountMinor: input.budgetAmountMinor, budgetKey: input.budgetKey,
+      })
     }
-    throw new Error(`startRun answered ${started.status}`)
+    await this.settleIfEnded(projectId, started.run!)
+    return success(toRun(started.run!))
   }
 
   /** GET /v1/runs/get/{runId} (a run past its deadline is expired on the way). */
   async get(projectId: string, runId: string): Promise<Result<Run>> {
     const index = await this.runIndex(projectId, runId)
-    if (!index) return runNotFound(runId)
+    if (!index) return runFailure('run_not_found', { runId })
     const read = await store.endRun(this.redis, projectId, index.customerId, this.clock(), runId, 'get')
-    if (!read.run) return runNotFound(runId)
+    if (!read.run) return runFailure('run_not_found', { runId })
     await this.settleIfEnded(projectId, read.run)
     return success(toRun(read.run))
   }
@@ -153,91 +146,100 @@ export class RunService {
   /** POST /v1/runs/end/{runId}. */
   async end(projectId: string, runId: string, status: EndStatus): Promise<Result<Run>> {
     const index = await this.runIndex(projectId, runId)
-    if (!index) return runNotFound(runId)
+    if (!index) return runFailure('run_not_found', { runId })
     const ended = await store.endRun(this.redis, projectId, index.customerId, this.clock(), runId, status)
-    if (!ended.run) return runNotFound(runId)
+    if (!ended.run) return runFailure('run_not_found', { runId })
     await this.settleIfEnded(projectId, ended.run)
-    if (ended.status === 'run_not_running') {
-      return failure('conflict', 'run_not_running', `Run ${runId} already ended as ${ended.run.status}.`, { run: toRun(ended.run) })
-    }
+    if (ended.status === 'run_not_running') return runFailure(ended.status, { runId, run: toRun(ended.run) })
     return success(toRun(ended.run))
   }
 
-  /** POST /v1/runs/consume/{runId}. */
+  /** POST /v1/runs/consume/{runId}: priced from the customer's catalog state, applied by one script (retried when that state moved). */
   async consume(projectId: string, runId: string, input: ConsumeInput): Promise<Result<ConsumeResponse>> {
     const index = await this.runIndex(projectId, runId)
-    if (!index) return runNotFound(runId)
+    if (!index) return runFailure('run_not_found', { runId })
     const { customerId } = index
     const now = this.clock()
     let state = await this.customerPricing(projectId, customerId, false)
     for (let attempt = 0; ; attempt++) {
-      const entitlement = entitlementOf(state, input.featureSlug, now)
-      const pricing = entitlement ? pricingOf(entitlement) : undefined
-      if (pricing && pricing.currency !== index.currency) {
-        return failure('conflict', 'currency_mismatch', `Feature ${input.featureSlug} is priced in ${pricing.currency}; run ${runId} is in ${index.currency}.`)
-      }
-      let quantity = 0n
-      if (pricing) {
-        const q = quantityOf(pricing.meter, input.properties)
-        if (typeof q !== 'bigint') return invalid([q])
-        quantity = q
-      }
-      const usageKey = `${projectId}\n${runId}\n${input.featureSlug}`
-      const usageBefore = pricing && !pricing.linear ? this.usage.get(usageKey) ?? '0' : '0'
-      const usageAfter = pricing && !pricing.linear ? (BigInt(usageBefore) + quantity).toString() : '0'
-      const ledger = !pricing ? 0n : pricing.linear ? pricing.cost(quantity) : pricing.cost(BigInt(usageAfter))
-      // No run holds more than 2^53 − 1 minor units: an event (or, tiered, the feature's total)
-      // costing more can never fit, and its cost would not stay exact in Lua, so it is refused here.
-      if (ledger > MAX_RUN_LEDGER[exponentOf(index.currency)]!) {
-        const path = pricing!.meter.aggregationMethod === 'count' ? '$.featureSlug' : `$.properties.${pricing!.meter.aggregationField}`
-        return invalid([{ path, message: 'the event would cost more than any run can hold (2^53 − 1 minor units)' }])
-      }
-      const usageRow: UsageEventRow = {
-        event_id: input.id ?? `${runId}:${input.idempotencyKey}`,
-        project_id: projectId,
-        customer_id: customerId,
-        event_slug: input.eventSlug ?? pricing?.meter.eventSlug ?? input.featureSlug,
-        feature_slug: input.featureSlug,
-        value: formatUnits(quantity),
-        properties: JSON.stringify(input.properties ?? {}),
-        ts_ms: input.timestamp ?? now,
-      }
-      const row = JSON.stringify(usageRow)
-      // The quantity against the customer's grants (src/entitlements): checked, and counted when accepted, in the same script.
-      const counting = entitlement && state.view
-        ? prepareEntitlementUsage(projectId, { view: state.view, flags: state.flags }, input.featureSlug, quantity, now, 'check', usageRow.ts_ms)?.args
-        : undefined
-      const applied = await store.consumeRun(this.redis, projectId, customerId, now, runId, {
-        idempotencyKey: input.idempotencyKey, featureSlug: input.featureSlug, entitled: pricing !== undefined,
-        mode: pricing && !pricing.linear ? 'set' : 'add', ledger, catalogVersion: state.catalogVersion, subscriptionStatus: state.subscriptionStatus,
-        usageBefore, usageAfter, row, ...(counting ? { counting } : {}),
-      })
-      if (applied.reason === 'run_not_found') return runNotFound(runId)
-      if (applied.reason === 'stale' && attempt < 3) {
+      const priced = this.priceEvent(projectId, runId, index, state, input, now)
+      if (!priced.ok) return priced
+      const applied = await store.consumeRun(this.redis, projectId, customerId, now, runId, priced.value.args)
+      const { reason } = applied
+      if (reason === 'run_not_found') return runFailure(reason, { runId })
+      if (reason === 'stale' && attempt < 3) {
         state = await this.customerPricing(projectId, customerId, true)
         continue
       }
-      if (applied.reason === 'stale_usage' && attempt < MAX_USAGE_RETRIES) {
-        bounded(this.usage, usageKey, applied.usage!)
+      if (reason === 'stale_usage' && attempt < MAX_USAGE_RETRIES) {
+        bounded(this.usage, priced.value.usageKey, applied.usage!)
         continue
       }
-      if (applied.reason === 'stale' || applied.reason === 'stale_usage') {
-        return failure('conflict', 'run_busy', `Run ${runId} changed under this event ${attempt} times; send it again.`)
-      }
-      if (applied.reason === 'accepted' && pricing && !pricing.linear) bounded(this.usage, usageKey, usageAfter)
-      const run = applied.run!
-      if (run.lease && applied.treeConsumed !== undefined && applied.cost > 0) {
-        // The tree's consumption so far into the budget: a second round trip (another slot). A
-        // report that fails is repaired by the next one or by the end's settlement (each carries
-        // the total, not a difference), so the accepted event stands.
-        await this.budgets?.reportLeaseProgress(projectId, run.lease.budgetKey, run.lease.number, BigInt(applied.treeConsumed) * 10n ** BigInt(8 - exponentOf(run.currency)))
-          .catch(() => undefined)
-      } else if (applied.reason === 'expired') {
-        await this.settleIfEnded(projectId, run)
-      }
-      const reason = applied.reason as ConsumeReason
-      return success({ accepted: reason === 'accepted' || reason === 'duplicate', reason, run: toRun(applied.run!), costAmountMinor: applied.cost })
+      if (reason === 'stale' || reason === 'stale_usage') return runFailure(reason, { runId, attempts: attempt })
+      return success(await this.consumed(projectId, reason, applied, priced.value))
     }
+  }
+
+  /**
+   * Prices one attempt of a consume with the customer's catalog state: the consume script's
+   * arguments, or why the event is refused before any script runs.
+   */
+  private priceEvent(
+    projectId: string, runId: string, index: { customerId: string; currency: string }, state: CustomerPricing, input: ConsumeInput, now: number,
+  ): Result<PricedEvent> {
+    const entitlement = entitlementOf(state, input.featureSlug, now)
+    const pricing = entitlement ? pricingOf(entitlement) : undefined
+    if (pricing && pricing.currency !== index.currency) {
+      return runFailure('currency_mismatch', { runId, currency: index.currency, featureSlug: input.featureSlug, pricedIn: pricing.currency })
+    }
+    let quantity = 0n
+    if (pricing) {
+      const q = quantityOf(pricing.meter, input.properties)
+      if (typeof q !== 'bigint') return invalid([q])
+      quantity = q
+    }
+    const usageKey = `${projectId}\n${runId}\n${input.featureSlug}`
+    const usageBefore = pricing && !pricing.linear ? this.usage.get(usageKey) ?? '0' : '0'
+    const usageAfter = pricing && !pricing.linear ? (BigInt(usageBefore) + quantity).toString() : '0'
+    const ledger = !pricing ? 0n : pricing.linear ? pricing.cost(quantity) : pricing.cost(BigInt(usageAfter))
+    // No run holds more than 2^53 − 1 minor units: an event (or, tiered, the feature's total)
+    // costing more can never fit, and its cost would not stay exact in Lua, so it is refused here.
+    if (ledger > MAX_RUN_LEDGER[exponentOf(index.currency)]!) {
+      const path = pricing!.meter.aggregationMethod === 'count' ? '$.featureSlug' : `$.properties.${pricing!.meter.aggregationField}`
+      return invalid([{ path, message: 'the event would cost more than any run can hold (2^53 − 1 minor units)' }])
+    }
+    const usageRow = usageRowOf(projectId, index.customerId, runId, input, pricing, quantity, now)
+    // The quantity against the customer's grants (src/entitlements): checked, and counted when accepted, in the same script.
+    const counting = entitlement && state.view
+      ? prepareEntitlementUsage(projectId, { view: state.view, flags: state.flags }, input.featureSlug, quantity, now, 'check', usageRow.ts_ms)?.args
+      : undefined
+    return success({
+      usageKey,
+      args: {
+        idempotencyKey: input.idempotencyKey, featureSlug: input.featureSlug, entitled: pricing !== undefined,
+        mode: pricing && !pricing.linear ? 'set' : 'add', ledger, catalogVersion: state.catalogVersion, subscriptionStatus: state.subscriptionStatus,
+        usageBefore, usageAfter, row: JSON.stringify(usageRow), ...(counting ? { counting } : {}),
+      },
+    })
+  }
+
+  /**
+   * The answer to a consume the script decided: a tiered feature's new quantity remembered, then
+   * the tree's consumption reported to the budget it leases from, or an expired run's lease settled.
+   */
+  private async consumed(projectId: string, reason: ConsumeReason, applied: store.ConsumeOutcome, priced: PricedEvent): Promise<ConsumeResponse> {
+    if (reason === 'accepted' && priced.args.mode === 'set') bounded(this.usage, priced.usageKey, priced.args.usageAfter)
+    const run = applied.run!
+    if (run.lease && applied.treeConsumed !== undefined && applied.cost > 0) {
+      // The tree's consumption so far into the budget: a second round trip (another slot). A
+      // report that fails is repaired by the next one or by the end's settlement (each carries
+      // the total, not a difference), so the accepted event stands.
+      await this.budgets?.reportLeaseProgress(projectId, run.lease.budgetKey, run.lease.number, BigInt(applied.treeConsumed) * 10n ** BigInt(8 - exponentOf(run.currency)))
+        .catch(() => undefined)
+    } else if (reason === 'expired') {
+      await this.settleIfEnded(projectId, run)
+    }
+    return { accepted: reason === 'accepted' || reason === 'duplicate', reason, run: toRun(run), costAmountMinor: applied.cost }
   }
 
   /**
@@ -327,8 +329,20 @@ function entitlementOf(state: CustomerPricing, featureSlug: string, now: number)
   return entitlementsAt(view, state.flags, now)[0]
 }
 
-function runNotFound(runId: string): Failure {
-  return failure('not_found', 'run_not_found', `Run ${runId} does not exist in this project.`)
+/** The usage_events row an accepted consume journals (src/runs/README.md "Reasons", accepted). */
+function usageRowOf(
+  projectId: string, customerId: string, runId: string, input: ConsumeInput, pricing: FeaturePricing | undefined, quantity: bigint, now: number,
+): UsageEventRow {
+  return {
+    event_id: input.id ?? `${runId}:${input.idempotencyKey}`,
+    project_id: projectId,
+    customer_id: customerId,
+    event_slug: input.eventSlug ?? pricing?.meter.eventSlug ?? input.featureSlug,
+    feature_slug: input.featureSlug,
+    value: formatUnits(quantity),
+    properties: JSON.stringify(input.properties ?? {}),
+    ts_ms: input.timestamp ?? now,
+  }
 }
 
 export function toRun(r: store.RunState): Run {

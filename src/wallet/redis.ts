@@ -1,5 +1,6 @@
 import { fromPair, toPair } from '../kernel/money.js'
 import { Script, type RedisClient } from '../infra/redis/scripts.js'
+import { WALLET_SCRIPT_STATUSES, type StatusOf, type WalletScript, type WalletScriptStatus } from './errors.js'
 import { walletKeys } from './keys.js'
 
 /** Storage adapter of wallets: one script per function, each one round trip. */
@@ -10,6 +11,10 @@ const scripts = {
   invoice: new Script('applyWalletToInvoice-3'),
 }
 export const walletScripts: readonly Script[] = Object.values(scripts)
+
+/** Each adapter function's statuses as a set: a reply's status is checked against its script's. */
+const KNOWN = {} as Record<WalletScript, ReadonlySet<string>>
+for (const fn of Object.keys(WALLET_SCRIPT_STATUSES) as WalletScript[]) KNOWN[fn] = new Set(WALLET_SCRIPT_STATUSES[fn])
 
 export interface StoredCredit {
   id: string
@@ -22,8 +27,8 @@ export interface StoredCredit {
   priority: number
 }
 
-export interface WalletSnapshot {
-  status: string
+export interface WalletSnapshot<S extends WalletScriptStatus = WalletScriptStatus> {
+  status: S
   /** '' when the wallet never held money. */
   currency: string
   available: bigint
@@ -31,8 +36,10 @@ export interface WalletSnapshot {
   credits: StoredCredit[]
 }
 
-/** Reads walletReply (lua/includes/wallet.lua) from `at`. */
-function readWallet(reply: unknown[], at = 0): WalletSnapshot {
+/** Reads walletReply (lua/includes/wallet.lua) from `at`; a status its script is not known to answer is a bug, thrown. */
+function readWallet<F extends WalletScript>(fn: F, script: Script, reply: unknown[], at = 0): WalletSnapshot<StatusOf<F>> {
+  const status = String(reply[at])
+  if (!KNOWN[fn].has(status)) throw new Error(`${script.name} answered an unknown status: ${status}`)
   const credits: StoredCredit[] = []
   for (let i = at + 6; i + 8 < reply.length; i += 9) {
     credits.push({
@@ -41,7 +48,7 @@ function readWallet(reply: unknown[], at = 0): WalletSnapshot {
     })
   }
   return {
-    status: String(reply[at]), currency: String(reply[at + 1]),
+    status: status as StatusOf<F>, currency: String(reply[at + 1]),
     available: fromPair(reply[at + 2] as number, reply[at + 3] as number), held: fromPair(reply[at + 4] as number, reply[at + 5] as number),
     credits,
   }
@@ -49,28 +56,28 @@ function readWallet(reply: unknown[], at = 0): WalletSnapshot {
 
 const pair = (units: bigint) => toPair(units).map(String)
 
-export async function getWallet(redis: RedisClient, projectId: string, customerId: string, nowMs: number): Promise<WalletSnapshot> {
+export async function getWallet(redis: RedisClient, projectId: string, customerId: string, nowMs: number): Promise<WalletSnapshot<StatusOf<'getWallet'>>> {
   const k = walletKeys(projectId, customerId)
-  return readWallet(await scripts.get.run(redis, [k.wallet, k.credits, k.journal], [projectId, customerId, nowMs]))
+  return readWallet('getWallet', scripts.get, await scripts.get.run(redis, [k.wallet, k.credits, k.journal], [projectId, customerId, nowMs]))
 }
 
 export async function topUp(
   redis: RedisClient, projectId: string, customerId: string, nowMs: number,
   idempotencyKey: string, currency: string, amount: bigint, fingerprint: string,
-): Promise<WalletSnapshot> {
+): Promise<WalletSnapshot<StatusOf<'topUp'>>> {
   const k = walletKeys(projectId, customerId)
   const args = [projectId, customerId, nowMs, idempotencyKey, currency, ...pair(amount), fingerprint]
-  return readWallet(await scripts.topUp.run(redis, [k.wallet, k.credits, k.journal], args))
+  return readWallet('topUp', scripts.topUp, await scripts.topUp.run(redis, [k.wallet, k.credits, k.journal], args))
 }
 
 export async function grantCredit(
   redis: RedisClient, projectId: string, customerId: string, nowMs: number,
   input: { idempotencyKey: string; currency: string; amount: bigint; source: string; priority: number; expiresAtMs: number; fingerprint: string },
-): Promise<{ creditId: string; wallet: WalletSnapshot }> {
+): Promise<{ creditId: string; wallet: WalletSnapshot<StatusOf<'grantCredit'>> }> {
   const k = walletKeys(projectId, customerId)
   const args = [projectId, customerId, nowMs, input.idempotencyKey, input.currency, ...pair(input.amount), input.source, input.priority, input.expiresAtMs, input.fingerprint]
   const reply = await scripts.grant.run(redis, [k.wallet, k.credits, k.journal, k.counters], args)
-  return { creditId: String(reply[0]), wallet: readWallet(reply, 1) }
+  return { creditId: String(reply[0]), wallet: readWallet('grantCredit', scripts.grant, reply, 1) }
 }
 
 export async function applyToInvoice(

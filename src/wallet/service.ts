@@ -4,6 +4,7 @@ import { formatUnits, ledgerJson } from '../kernel/money.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
 import { configFailure } from '../catalog/issues.js'
 import { checkDocumentCredits, documentCreditKey, type CreditDoc } from './document.js'
+import { walletFailure } from './errors.js'
 import * as store from './redis.js'
 import {
   CURRENCIES, DEFAULT_CREDIT_PRIORITY, DEFAULT_CURRENCY, creditFingerprint, type Amount, type CreditSource, type InvoiceApplication, type WalletBalance, type WalletCurrency,
@@ -45,8 +46,7 @@ export class WalletService {
     if (input.amount <= 0n) return notPositive()
     const fingerprint = `${input.amount}|${currency}`
     const snapshot = await store.topUp(this.redis, projectId, input.customerId, this.clock(), input.idempotencyKey, currency, input.amount, fingerprint)
-    const refused = refusal(snapshot, currency)
-    if (refused) return refused
+    if (snapshot.status !== 'ok' && snapshot.status !== 'replayed') return walletFailure(snapshot.status, { walletCurrency: snapshot.currency, currency })
     return success({ ...toBalance(snapshot), replayed: snapshot.status === 'replayed' })
   }
 
@@ -64,8 +64,7 @@ export class WalletService {
     const { creditId, wallet } = await store.grantCredit(this.redis, projectId, input.customerId, now, {
       idempotencyKey: input.idempotencyKey, currency, amount: input.amount, source: input.source, priority, expiresAtMs, fingerprint,
     })
-    const refused = refusal(wallet, currency)
-    if (refused) return refused
+    if (wallet.status !== 'ok' && wallet.status !== 'replayed') return walletFailure(wallet.status, { walletCurrency: wallet.currency, currency })
     return success({ ...toBalance(wallet), creditId, replayed: wallet.status === 'replayed' })
   }
 
@@ -117,16 +116,6 @@ export class WalletService {
 
 function notPositive(): Failure {
   return failure('invalid', 'invalid_request', 'amount must be greater than 0.', { issues: [{ path: '$.amount', message: 'must be greater than 0' }] })
-}
-
-function refusal(snapshot: store.WalletSnapshot, currency: string): Failure | undefined {
-  if (snapshot.status === 'idempotency_conflict') {
-    return failure('conflict', 'idempotency_conflict', 'This idempotencyKey was used for a different request.')
-  }
-  if (snapshot.status === 'currency_mismatch') {
-    return failure('conflict', 'currency_mismatch', `The wallet holds ${snapshot.currency}; it cannot take ${currency}.`)
-  }
-  return undefined
 }
 
 /** Spec 2.6 Amount of a ledger integer (scale 8). */
