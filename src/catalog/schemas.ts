@@ -624,3 +624,6 @@ export type AccessUpdateRequest = Static<typeof AccessUpdateRequest>
 
 export const AccessUpdateResponseSchema = Type.Object({}, { additionalProperties: false, description: 'An empty JSON object.' })
 export type AccessUpdateResponse = Static<typeof AccessUpdateResponseSchema>
+
+/** A customer's id as the wallet and run routes take it. */
+export const CustomerId = Type.String({ minLength: 1, maxLength: 36, pattern: '^[^\\s|]+$', description: "The customer's id (the catalog's, 1 to 36 characters)." })

@@ -37,7 +37,7 @@ export const RunSchema = Type.Object({
   expiresAt: Type.Integer({ description: 'The deadline, epoch ms: a run still running then is expired (our addition).' }),
   budgetKey: Type.Optional(Type.String({ description: 'The budget the run tree leases from (a root started with budgetKey, and its descendants); absent for a run on the wallet (our addition).' })),
   leaseId: Type.Optional(Type.String({ description: 'The lease on that budget (`l_<n>`): its unreported part counts in the budget\'s held (our addition).' })),
-})
+}, { $id: 'Run', description: 'A run: a budget reserved for a workload, consumed by its metered events.' })
 export type Run = Static<typeof RunSchema>
 
 export const ConsumeResponseSchema = Type.Object({
@@ -45,7 +45,7 @@ export const ConsumeResponseSchema = Type.Object({
   reason: Type.Union(CONSUME_REASONS.map((s) => Type.Literal(s))),
   run: RunSchema,
   costAmountMinor: Type.Integer({ description: 'What the event cost (accepted, duplicate) or would have cost (insufficient_budget); 0 otherwise. Our addition.' }),
-})
+}, { $id: 'RunConsumption', description: 'What an event did to a run: accepted or why not, its cost, and the run after it.' })
 export type ConsumeResponse = Static<typeof ConsumeResponseSchema>
 
 /** The static fields of a run, kept as JSON beside its counters. */

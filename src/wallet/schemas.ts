@@ -1,31 +1,11 @@
 import { Type } from '@sinclair/typebox'
-import { CustomerId } from '../runs/schemas.js'
-import { AmountSchema, CreditSchema, WalletBalanceSchema as WalletBalanceFields } from './types.js'
+import { CustomerId } from '../catalog/schemas.js'
+import { AmountSchema, CreditSchema, WalletBalanceSchema } from './types.js'
 
 export { CustomerId }
 
-/**
- * The wallet's answers as the routes give them: the schemas of src/wallet/types.ts, named in
- * OpenAPI (Money, WalletCredit, WalletBalance).
- */
-
-/** Spec 2.6 Amount. */
-export const MoneySchema = Type.Object(AmountSchema.properties, {
-  $id: 'Money',
-  description: 'An amount of money: exact at ledger scale 8, as a decimal, and for people (spec 2.6 Amount).',
-})
-
-export const WalletCreditSchema = Type.Object({ ...CreditSchema.properties, issued: MoneySchema, available: MoneySchema }, {
-  $id: 'WalletCredit',
-  description: 'A live credit of a wallet.',
-})
-
-export const WalletBalanceSchema = Type.Object({
-  ...WalletBalanceFields.properties,
-  available: MoneySchema,
-  held: MoneySchema,
-  credits: Type.Array(WalletCreditSchema, { description: 'The live credits in the order they are consumed (priority, then earliest expiry).' }),
-}, { $id: 'WalletBalance', description: "A customer's wallet: what is available, what running runs hold, and the live credits." })
+/** The wallet's answers as the routes give them (named Money, WalletCredit and WalletBalance in OpenAPI). */
+export { AmountSchema as MoneySchema, CreditSchema as WalletCreditSchema, WalletBalanceSchema }
 
 const Replayed = Type.Boolean({ description: 'true when the idempotencyKey was applied before: nothing moved again.' })
 

@@ -32,7 +32,7 @@ export const AmountSchema = Type.Object({
   amount: Type.String({ description: 'Decimal amount in the currency ("12.5").' }),
   currency: Type.String(),
   display_amount: Type.String({ description: 'For people: "$12.50".' }),
-})
+}, { $id: 'Money', description: 'An amount of money: exact at ledger scale 8, as a decimal, and for people (spec 2.6 Amount).' })
 export type Amount = Static<typeof AmountSchema>
 
 /** An ISO 8601 date-time in UTC with milliseconds, as Date.toISOString() writes it. */
@@ -46,15 +46,15 @@ export const CreditSchema = Type.Object({
   created_at: IsoDateTime,
   expires_at: Type.Union([IsoDateTime, Type.Null()], { description: 'null: the credit never expires.' }),
   priority: Type.Integer({ description: 'Higher is consumed first (our addition).' }),
-})
+}, { $id: 'WalletCredit', description: 'A live credit of a wallet.' })
 export type Credit = Static<typeof CreditSchema>
 
 export const WalletBalanceSchema = Type.Object({
   currency: Type.String(),
   available: AmountSchema,
   held: AmountSchema,
-  credits: Type.Array(CreditSchema),
-})
+  credits: Type.Array(CreditSchema, { description: 'The live credits in the order they are consumed (priority, then earliest expiry).' }),
+}, { $id: 'WalletBalance', description: "A customer's wallet: what is available, what running runs hold, and the live credits." })
 export type WalletBalance = Static<typeof WalletBalanceSchema>
 
 /** One part of an invoice paid from the wallet (WalletService.applyToInvoice). */
