@@ -23,6 +23,7 @@ import { loadNotificationOptions, type NotificationOptions } from './notificatio
 import { Notifications } from './notifications/queue.js'
 import { WebhookService } from './notifications/webhooks.js'
 import { PaymentService } from './payments/service.js'
+import { RateLimiter } from './ratelimit/limiter.js'
 import { RunService } from './runs/service.js'
 import { WalletService } from './wallet/service.js'
 import { startHoldExpiry } from './workers/holdExpiry.js'
@@ -57,6 +58,8 @@ export interface Container {
   eventOptions: EventOptions
   /** Checks entitlement limits after an ingest insert (limit.reached). */
   limits: LimitChecker
+  /** The per-key request rate limit; undefined unless METERING_RATE_LIMIT is set. */
+  rateLimiter: RateLimiter | undefined
   /** Closes the connections the services opened (not `redis`, which the caller owns). */
   close(): Promise<void>
 }
@@ -103,6 +106,7 @@ export function buildServices(options: ContainerOptions): Container {
     notificationOptions,
     eventOptions,
     limits,
+    rateLimiter: config.rateLimit ? new RateLimiter(redis, clock, config.rateLimit) : undefined,
     async close() {
       await events.close()
       await keys.close()

@@ -1,11 +1,7 @@
 import { pathToFileURL } from 'node:url'
 import type { Logger } from 'pino'
-import { budgetScripts } from '../budgets/redis.js'
-import { catalogScripts } from '../catalog/redis.js'
 import { buildServices, startBackground, type Container } from '../container.js'
-import { entitlementScripts } from '../entitlements/redis.js'
 import type { EventOptions } from '../events/options.js'
-import { eventScripts } from '../events/redis.js'
 import { createHttpApp, listen } from '../http/app.js'
 import { Metrics } from '../http/metrics.js'
 import { buildOpenApi } from '../http/openapi.js'
@@ -15,16 +11,11 @@ import { openHistory } from '../infra/clickhouse/open.js'
 import type { ClickHouseStore } from '../infra/clickhouse/store.js'
 import { connectRedis } from '../infra/redis/connection.js'
 import { startEmbeddedRedis } from '../infra/redis/local.js'
-import { loadLibrary, type RedisClient } from '../infra/redis/scripts.js'
-import { invoiceScripts } from '../invoices/redis.js'
-import { journalScripts } from '../journal/drain.js'
+import { loadLibrary, scriptsInUse, type RedisClient } from '../infra/redis/scripts.js'
 import { systemClock, type Clock } from '../kernel/clock.js'
 import { loadConfig, type Config } from '../kernel/config.js'
 import { createLogger } from '../kernel/logger.js'
 import type { NotificationOptions } from '../notifications/options.js'
-import { RateLimiter } from '../ratelimit/limiter.js'
-import { runScripts } from '../runs/redis.js'
-import { walletScripts } from '../wallet/redis.js'
 import type { JournalWorker } from '../workers/journal.js'
 import type { InvoiceWorker } from '../workers/invoices.js'
 import { sweepExpiredHolds } from '../workers/holdExpiry.js'
@@ -99,11 +90,11 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
     rawRoutes,
     services,
     logger,
-    metrics: new Metrics([...budgetScripts, ...catalogScripts, ...entitlementScripts, ...eventScripts, ...journalScripts, ...invoiceScripts, ...walletScripts, ...runScripts]),
+    metrics: new Metrics(scriptsInUse()),
     openapi: buildOpenApi(routes),
     docsUrl: config.docsUrl,
     maxBodyBytes: config.maxBodyBytes,
-    rateLimiter: config.rateLimit ? new RateLimiter(redis, clock, config.rateLimit) : undefined,
+    rateLimiter: container.rateLimiter,
     isReady: () => ready,
   })
   const server = await listen(app, config.host, config.port)

@@ -14,7 +14,6 @@ const scripts = {
   expire: new Script('expireHolds-4'),
   lease: new Script('leaseBudget-4'),
 }
-export const budgetScripts: readonly Script[] = Object.values(scripts)
 
 /** A budget as one script left it: the script's status (one it is known to answer), the operation's own values, and every counter. */
 export interface Snapshot<S extends BudgetScriptStatus = BudgetScriptStatus> extends BudgetState {

@@ -7,7 +7,6 @@ const scripts = {
   apply: new Script('applyCatalog-N'),
   access: new Script('updateAccess-1'),
 }
-export const catalogScripts: readonly Script[] = Object.values(scripts)
 
 export interface CatalogState {
   /** 0: the project has no catalog yet. */

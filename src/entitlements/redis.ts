@@ -8,7 +8,6 @@ import { usageKey } from './keys.js'
 const scripts = {
   read: new Script('readEntitlementUsage-2'),
 }
-export const entitlementScripts: readonly Script[] = Object.values(scripts)
 
 export interface CustomerWithUsage {
   view: CustomerView

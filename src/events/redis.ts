@@ -10,7 +10,6 @@ const scripts = {
   mark: new Script('markEventsSeen-N'),
   claim: new Script('claimEvents-N'),
 }
-export const eventScripts: readonly Script[] = Object.values(scripts)
 
 const ADMISSIONS = ['new', 'duplicate', 'customer_disabled'] as const
 export type Verdict = (typeof ADMISSIONS)[number]

@@ -7,7 +7,6 @@ const scripts = {
   draft: new Script('draftInvoice-2'),
   finalize: new Script('finalizeInvoice-3'),
 }
-export const invoiceScripts: readonly Script[] = Object.values(scripts)
 
 export interface StoredRecord {
   status: InvoiceStatus

@@ -12,7 +12,6 @@ import { DEAD_LETTER_KEY, JOURNAL_PATTERN, claimKey, isJournalKey } from './keys
 import { journalTables } from './tables.js'
 
 const trimScript = new Script('trimJournal-2')
-export const journalScripts: readonly Script[] = [trimScript]
 
 export interface DrainOptions {
   redis: RedisClient

@@ -14,7 +14,6 @@ const scripts = {
   expire: new Script('expireRuns-7'),
   purge: new Script('purgeRuns-N'),
 }
-export const runScripts: readonly Script[] = Object.values(scripts)
 
 /** Each adapter function's statuses as a set: a reply's status is checked against its script's. */
 const KNOWN = {} as Record<RunScript, ReadonlySet<string>>

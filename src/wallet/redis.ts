@@ -10,7 +10,6 @@ const scripts = {
   grant: new Script('grantCredit-4'),
   invoice: new Script('applyWalletToInvoice-3'),
 }
-export const walletScripts: readonly Script[] = Object.values(scripts)
 
 /** Each adapter function's statuses as a set: a reply's status is checked against its script's. */
 const KNOWN = {} as Record<WalletScript, ReadonlySet<string>>

@@ -99,6 +99,14 @@ const loading = new WeakMap<RedisClient, Promise<void>>()
  * A node that does not have the library yet (a new or flushed node) gets it, and the call is
  * made once more.
  */
+/** Every Script made so far, one per lua/ file a loaded module calls: what /metrics reports on. */
+const made: Script[] = []
+
+/** The scripts the loaded modules call (each domain makes its own at load). */
+export function scriptsInUse(): readonly Script[] {
+  return made
+}
+
 export class Script {
   /** undefined: any number (a `-N` script). */
   readonly numberOfKeys: number | undefined
@@ -113,6 +121,7 @@ export class Script {
     if (!keys || !functionName) throw new Error(`no script lua/${name}.lua (named verbNoun-<number of KEYS>)`)
     this.numberOfKeys = keys[1] === 'N' ? undefined : Number(keys[1])
     this.functionName = functionName
+    made.push(this)
   }
 
   async run(redis: RedisClient, keys: string[], args: (string | number)[]): Promise<unknown[]> {
