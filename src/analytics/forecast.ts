@@ -175,7 +175,7 @@ interface Fit {
  * intercept is moved to the last window day so that horizon day i (i = 1 is today) is
  * intercept + slope·i. One point: slope 0.
  */
-function fit(points: { x: number; y: number }[]): Fit {
+function fitLine(points: { x: number; y: number }[]): Fit {
   const n = points.length
   if (n === 0) return { intercept: 0, slope: 0 }
   const meanX = points.reduce((s, p) => s + p.x, 0) / n
@@ -243,10 +243,52 @@ export function forecastUsage(input: ForecastInput): ForecastResult {
   const nextActions: string[] = []
   const subject = input.featureSlug ? `usage of ${input.featureSlug}` : 'usage'
 
-  // 1. The facts inside the 14 windows, one per day (several in a day: the largest value).
+  const { days, invalid } = windowDays(input.dailyCumulative, window)
+  if (invalid > 0) warnings.push(`${plural(invalid, 'fact')} with a non-numeric day or value ignored.`)
+  const series = dailyDifferences(days, window)
+  const stats = statistics(series.points, horizonDays)
+
+  const first = days[0]
+  const last = days[days.length - 1]
+  const freshness = {
+    generatedAt: now,
+    dataFrom: first ? first.dayStartMs : window.from,
+    dataTo: last ? last.dayStartMs + DAY_MS : window.from,
+  }
+  const evidence = days
+    .filter((d) => series.used.has(d))
+    .flatMap((d) => d.factIds.map((id) => ({ id, timestamp: d.dayStartMs })))
+  dataWarnings(last, series, stats, window, warnings, nextActions)
+  const answer = answerOf(subject, horizonDays, stats, last !== undefined)
+
+  const result: ForecastResult = {
+    answer,
+    confidence: stats.confidence,
+    freshness,
+    evidence,
+    warnings,
+    nextActions,
+    horizonDays,
+    projectedUsage: stats.projectedUsage,
+    observedDays: stats.observedDays,
+    baselineUsage: stats.baselineUsage,
+    trendPerDay: stats.trendPerDay,
+  }
+  if (input.periodKey !== undefined) result.periodKey = input.periodKey
+  addLimits(input, result, { f: stats.f, now, windowTo: window.to, horizonDays, observedDays: stats.observedDays, latestCumulative: latestCumulative(input) })
+  return result
+}
+
+type Window = ReturnType<typeof forecastWindow>
+
+/**
+ * Step 1: the facts inside the 14 windows, one per day. Several facts in a day keep the largest
+ * value, since a cumulative series only grows within a day; their ids are all kept as evidence.
+ */
+function windowDays(facts: readonly DailyCumulative[], window: Window): { days: Day[]; invalid: number } {
   let invalid = 0
   const byIndex = new Map<number, Day>()
-  for (const fact of input.dailyCumulative) {
+  for (const fact of facts) {
     if (!Number.isFinite(fact.dayStartMs) || !Number.isFinite(fact.cumulative)) {
       invalid++
       continue
@@ -262,10 +304,27 @@ export function forecastUsage(input: ForecastInput): ForecastResult {
       for (const id of ids) if (!seen.factIds.includes(id)) seen.factIds.push(id)
     }
   }
-  if (invalid > 0) warnings.push(`${plural(invalid, 'fact')} with a non-numeric day or value ignored.`)
   const days = [...byIndex.values()].sort((a, b) => a.index - b.index)
+  return { days, invalid }
+}
 
-  // 2. Daily usage: differences of consecutive days, kept when ≥ 0.
+interface DailySeries {
+  /** Daily usage y on window day x. */
+  points: { x: number; y: number }[]
+  /** The days some point was taken from: the evidence. */
+  used: Set<Day>
+  /** Days whose cumulative value fell below the day before's. */
+  decreasing: number[]
+  /** Window days without a fact between two days with one. */
+  missing: number[]
+}
+
+/**
+ * Step 2: daily usage as differences of consecutive days, kept when ≥ 0. A difference across a
+ * gap would lump several days into one, and a negative one is a reset or a correction rather
+ * than usage, so neither is a point; both are remembered for the warnings.
+ */
+function dailyDifferences(days: readonly Day[], window: Window): DailySeries {
   const points: { x: number; y: number }[] = []
   const used = new Set<Day>()
   const decreasing: number[] = []
@@ -286,99 +345,103 @@ export function forecastUsage(input: ForecastInput): ForecastResult {
     used.add(prev)
     used.add(cur)
   }
+  return { points, used, decreasing, missing }
+}
 
-  // 3. Statistics.
-  const f = fit(points)
+interface Statistics {
+  f: Fit
+  observedDays: number
+  projectedUsage: number
+  baselineUsage: number
+  trendPerDay: number
+  confidence: Confidence
+}
+
+/** Step 3: the fitted line, the projection over the horizon, and how far to trust it. */
+function statistics(points: { x: number; y: number }[], horizonDays: number): Statistics {
+  const f = fitLine(points)
   const observedDays = points.length
   const baseline = observedDays === 0 ? 0 : points.reduce((s, p) => s + p.y, 0) / observedDays
   let projected = 0
   for (let i = 1; i <= horizonDays; i++) projected += dailyAt(f, i)
-  const projectedUsage = round2(projected)
-  const baselineUsage = round2(baseline)
-  const trendPerDay = round2(f.slope)
   const confidence: Confidence = observedDays < MEDIUM_CONFIDENCE_DAYS ? 'low' : observedDays < HIGH_CONFIDENCE_DAYS ? 'medium' : 'high'
+  return { f, observedDays, projectedUsage: round2(projected), baselineUsage: round2(baseline), trendPerDay: round2(f.slope), confidence }
+}
 
-  const first = days[0]
-  const last = days[days.length - 1]
-  const freshness = {
-    generatedAt: now,
-    dataFrom: first ? first.dayStartMs : window.from,
-    dataTo: last ? last.dayStartMs + DAY_MS : window.from,
-  }
-  const evidence = days
-    .filter((d) => used.has(d))
-    .flatMap((d) => d.factIds.map((id) => ({ id, timestamp: d.dayStartMs })))
-
-  // 4. Warnings and what to do about them.
+/** Step 4: what is wrong with the data, appended to `warnings`, and what to do about it, to `nextActions`. */
+function dataWarnings(
+  last: Day | undefined, series: DailySeries, stats: Statistics, window: Window, warnings: string[], nextActions: string[],
+): void {
+  const { observedDays, confidence } = stats
   if (!last) {
     warnings.push(`No usage data in the ${WINDOW_DAYS} days before today (${isoDay(window.from)} to ${isoDay(window.to - DAY_MS)}).`)
     nextActions.push('Check that usage events for this customer and feature are being recorded; a forecast needs at least two consecutive days of data.')
-  } else {
-    if (observedDays < MEDIUM_CONFIDENCE_DAYS) {
-      warnings.push(
-        `Sparse data: ${plural(observedDays, 'observed day')} of usage in the last ${WINDOW_DAYS} days; confidence is low below ${MEDIUM_CONFIDENCE_DAYS}.`,
-      )
-    }
-    if (last.dayStartMs < window.to - STALE_AFTER_DAYS * DAY_MS) {
-      warnings.push(`Stale data: no usage fact in the last ${STALE_AFTER_DAYS} days; the latest is from ${isoDay(last.dayStartMs)}.`)
-      nextActions.push('Check that usage events are still being ingested: recent days have no data.')
-    }
-    if (decreasing.length > 0) {
-      warnings.push(
-        `Decreasing cumulative usage on ${plural(decreasing.length, 'day')} (${decreasing.map(isoDay).join(', ')}): those days' differences were dropped.`,
-      )
-    }
-    if (missing.length > 0) {
-      warnings.push(
-        `Gaps: no data on ${plural(missing.length, 'day')} (${missing.map(isoDay).join(', ')}); differences across a gap are not counted.`,
-      )
-    }
-    if (confidence !== 'high' && observedDays > 0) {
-      nextActions.push(`Treat this forecast as a rough estimate until ${HIGH_CONFIDENCE_DAYS} days of usage are observed (now ${observedDays}).`)
-    }
+    return
   }
+  if (observedDays < MEDIUM_CONFIDENCE_DAYS) {
+    warnings.push(
+      `Sparse data: ${plural(observedDays, 'observed day')} of usage in the last ${WINDOW_DAYS} days; confidence is low below ${MEDIUM_CONFIDENCE_DAYS}.`,
+    )
+  }
+  if (last.dayStartMs < window.to - STALE_AFTER_DAYS * DAY_MS) {
+    warnings.push(`Stale data: no usage fact in the last ${STALE_AFTER_DAYS} days; the latest is from ${isoDay(last.dayStartMs)}.`)
+    nextActions.push('Check that usage events are still being ingested: recent days have no data.')
+  }
+  const { decreasing, missing } = series
+  if (decreasing.length > 0) {
+    warnings.push(
+      `Decreasing cumulative usage on ${plural(decreasing.length, 'day')} (${decreasing.map(isoDay).join(', ')}): those days' differences were dropped.`,
+    )
+  }
+  if (missing.length > 0) {
+    warnings.push(
+      `Gaps: no data on ${plural(missing.length, 'day')} (${missing.map(isoDay).join(', ')}); differences across a gap are not counted.`,
+    )
+  }
+  if (confidence !== 'high' && observedDays > 0) {
+    nextActions.push(`Treat this forecast as a rough estimate until ${HIGH_CONFIDENCE_DAYS} days of usage are observed (now ${observedDays}).`)
+  }
+}
 
-  // 5. The answer.
-  let answer: string
+/** Step 5: the answer in a sentence; `hasData` tells "no data at all" from "no two consecutive days". */
+function answerOf(subject: string, horizonDays: number, stats: Statistics, hasData: boolean): string {
+  const { observedDays, trendPerDay } = stats
   if (observedDays === 0) {
-    answer = last
+    return hasData
       ? `Not enough data to forecast ${subject}: no two consecutive days with usage facts in the last ${WINDOW_DAYS} days, so the next ${plural(horizonDays, 'day')} are projected at 0.`
       : `No usage data in the last ${WINDOW_DAYS} days, so ${subject} over the next ${plural(horizonDays, 'day')} is projected at 0.`
-  } else {
-    const trend =
-      trendPerDay > 0 ? `rising by ${fmt(trendPerDay)} a day` : trendPerDay < 0 ? `falling by ${fmt(-trendPerDay)} a day` : 'with a flat trend'
-    answer =
-      `${subject[0]?.toUpperCase()}${subject.slice(1)} is projected at ${fmt(projectedUsage)} over the next ${plural(horizonDays, 'day')}, ` +
-      `from an average of ${fmt(baselineUsage)} a day ${trend} (${plural(observedDays, 'observed day')}, ${confidence} confidence).`
   }
+  const trend =
+    trendPerDay > 0 ? `rising by ${fmt(trendPerDay)} a day` : trendPerDay < 0 ? `falling by ${fmt(-trendPerDay)} a day` : 'with a flat trend'
+  return (
+    `${subject[0]?.toUpperCase()}${subject.slice(1)} is projected at ${fmt(stats.projectedUsage)} over the next ${plural(horizonDays, 'day')}, ` +
+    `from an average of ${fmt(stats.baselineUsage)} a day ${trend} (${plural(observedDays, 'observed day')}, ${stats.confidence} confidence).`
+  )
+}
 
-  const result: ForecastResult = {
-    answer,
-    confidence,
-    freshness,
-    evidence,
-    warnings,
-    nextActions,
-    horizonDays,
-    projectedUsage,
-    observedDays,
-    baselineUsage,
-    trendPerDay,
-  }
-  if (input.periodKey !== undefined) result.periodKey = input.periodKey
-
-  // 6. The limit and the budget, when there are: when is each used up at the projected rate?
+/**
+ * The latest cumulative value given up to `now`, today's included: what a limit counts as used
+ * when the caller does not say. Unlike the windows, this looks at every valid fact.
+ */
+function latestCumulative(input: ForecastInput): number {
   const latest = [...input.dailyCumulative]
-    .filter((d) => Number.isFinite(d.dayStartMs) && Number.isFinite(d.cumulative) && d.dayStartMs <= now)
+    .filter((d) => Number.isFinite(d.dayStartMs) && Number.isFinite(d.cumulative) && d.dayStartMs <= input.now)
     .sort((a, b) => a.dayStartMs - b.dayStartMs || a.cumulative - b.cumulative)
     .at(-1)
-  const context: LimitContext = { f, now, windowTo: window.to, horizonDays, observedDays, latestCumulative: latest?.cumulative ?? 0 }
+  return latest?.cumulative ?? 0
+}
+
+/**
+ * Step 6: the limit and the budget, when there are: when is each used up at the projected rate?
+ * Their sentences extend the answer, and their next actions follow those of the data warnings.
+ */
+function addLimits(input: ForecastInput, result: ForecastResult, context: LimitContext): void {
   const sentences: string[] = []
   const exhaustions: (number | null)[] = []
   if (input.limit) {
     const outcome = limitOutcome(input.limit, context)
     sentences.push(outcome.sentence)
-    nextActions.push(...outcome.nextActions)
+    result.nextActions.push(...outcome.nextActions)
     result.limit = outcome.result
     exhaustions.push(outcome.result.exhaustsAt)
   }
@@ -388,20 +451,19 @@ export function forecastUsage(input: ForecastInput): ForecastResult {
     const key = (o: LimitOutcome) => o.result.exhaustsAt ?? Infinity
     const tightest = outcomes.reduce((a, b) => (key(b) < key(a) || (key(b) === key(a) && b.result.remaining < a.result.remaining) ? b : a))
     sentences.push(tightest.sentence)
-    nextActions.push(...tightest.nextActions)
+    result.nextActions.push(...tightest.nextActions)
     result.budget = tightest.result
     exhaustions.push(tightest.result.exhaustsAt)
   }
   if (exhaustions.length > 0) {
     const known = exhaustions.filter((x): x is number => x !== null)
     result.exhaustsAt = known.length > 0 ? Math.min(...known) : null
-    result.answer = [answer, ...sentences].join(' ')
+    result.answer = [result.answer, ...sentences].join(' ')
   }
-  return result
 }
 
 interface LimitContext {
-  f: ReturnType<typeof fit>
+  f: ReturnType<typeof fitLine>
   now: number
   windowTo: number
   horizonDays: number

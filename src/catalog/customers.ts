@@ -182,7 +182,10 @@ function subscriptionOf(s: SubscriptionDoc, previous: StoredSubscription | undef
       issues.invalid(`${at}.startAt`, 'phases are in order of startAt and do not overlap: this one starts before the previous one ends')
     }
     const pv = resolvePlanVersion(ph.plan, ph.version, at, ctx)
-    if (!pv) return void (ok = false)
+    if (!pv) {
+      ok = false
+      return
+    }
     const name = planVersionName(ph.plan, ph.version)
     const oldPhase = previous?.phases[j]
     if (pv.status !== 'published') {
@@ -302,10 +305,14 @@ const allowanceOf = (featureType: string, units: number, limit: number) => (feat
  */
 export function customerView(projectId: string, catalog: StoredCatalog, src: CustomerSource): CustomerView {
   const customerId = src.customer.id
-  const features = featuresById(catalog)
-  const byName = new Map(catalog.planVersions.map((pv) => [planVersionName(pv.planSlug, pv.version), pv]))
+  const ctx: ViewContext = {
+    projectId,
+    customerId,
+    features: featuresById(catalog),
+    byName: new Map(catalog.planVersions.map((pv) => [planVersionName(pv.planSlug, pv.version), pv])),
+    entitlements: [],
+  }
   const byId = new Map(catalog.planVersions.map((pv) => [pv.id, pv]))
-  const entitlements: Entitlement[] = []
 
   const subscriptions: SubscriptionView[] = src.subscriptions.map((s) => ({
     id: s.id,
@@ -317,95 +324,121 @@ export function customerView(projectId: string, catalog: StoredCatalog, src: Cus
     timezone: s.timezone,
     cancelAt: s.cancelAt,
     metadata: s.metadata,
-    phases: s.phases.map((p, j): PhaseView => {
-      const pv = byName.get(planVersionName(p.plan, p.version))!
-      const phaseId = derivedId('ph', projectId, s.id, j)
-      const cadence: Cadence = { interval: pv.billingConfig.billingInterval, count: pv.billingConfig.billingIntervalCount, anchor: p.billingAnchor ?? pv.billingConfig.billingAnchor }
-      const trialUnits = p.trialUnits ?? pv.trialUnits
-      const endAt = p.endAt ?? FOREVER_MS
-      const creditLinePolicy = p.creditLinePolicy
-      const items = p.items.map((it) => {
-        const fpv = pv.features.find((f) => f.featureSlug === it.featureSlug)!
-        const item = {
-          id: derivedId('si', phaseId, it.featureSlug), projectId, createdAtM: it.createdAtM, updatedAtM: it.updatedAtM,
-          units: it.units, featurePlanVersionId: fpv.id, subscriptionPhaseId: phaseId, subscriptionId: s.id,
-        }
-        const entitlementId = derivedId('ent', item.id)
-        entitlements.push({
-          id: entitlementId, projectId, customerId, featurePlanVersionId: fpv.id, createdAtM: it.createdAtM, updatedAtM: it.updatedAtM,
-          subscriptionId: s.id, subscriptionPhaseId: phaseId, subscriptionItemId: item.id,
-          effectiveAt: p.startAt, expiresAt: p.endAt,
-          overageStrategy: fpv.metadata.overageStrategy ?? 'none',
-          metadata: {},
-          featurePlanVersion: fullPlanFeature(fpv, features),
-          grants: [{
-            id: derivedId('gr', item.id), projectId, customerEntitlementId: entitlementId, createdAtM: it.createdAtM, updatedAtM: it.updatedAtM,
-            effectiveAt: p.startAt, expiresAt: endAt, type: 'subscription', priority: SUBSCRIPTION_GRANT_PRIORITY,
-            allowanceUnits: allowanceOf(fpv.featureType, it.units, fpv.limit), metadata: {},
-          }],
-          subscriptionPhase: { creditLinePolicy },
-        })
-        return item
-      })
-      return {
-        id: phaseId,
-        projectId,
-        subscriptionId: s.id,
-        planVersionId: pv.id,
-        paymentMethodId: p.paymentMethodId,
-        paymentProvider: p.paymentProvider ?? pv.paymentProvider,
-        creditLineAmount: p.creditLineAmount,
-        billingAnchor: resolveAnchor(p.startAt, cadence, s.timezone),
-        trialEndsAt: Math.min(addIntervals(p.startAt, cadence.interval, trialUnits, s.timezone), endAt),
-        startAt: p.startAt,
-        endAt,
-        planVersion: toPlanVersion(pv),
-        createdAtM: p.createdAtM,
-        updatedAtM: p.updatedAtM,
-        creditLinePolicy,
-        trialUnits,
-        metadata: p.metadata,
-        items,
-        planSlug: p.plan,
-        cadence,
-        endsAt: p.endAt,
-      }
-    }),
+    phases: s.phases.map((p, j) => phaseView(ctx, s, p, j)),
   }))
-
-  // Document grants join the subscription entitlement to the same plan feature in effect when
-  // they start, or else an entitlement of their own to that plan feature.
-  for (const g of src.grants) {
-    const fpv = byId.get(g.planVersionId)!.features.find((f) => f.featureSlug === g.featureSlug)!
-    let target = entitlements.find((e) => e.subscriptionId !== null && e.featurePlanVersionId === fpv.id
-      && e.effectiveAt <= g.effectiveAt && (e.expiresAt === null || g.effectiveAt < e.expiresAt))
-    if (!target) {
-      const id = derivedId('ent', projectId, customerId, fpv.id)
-      target = entitlements.find((e) => e.id === id)
-      if (!target) {
-        target = {
-          id, projectId, customerId, featurePlanVersionId: fpv.id, createdAtM: g.createdAtM, updatedAtM: g.updatedAtM,
-          subscriptionId: null, subscriptionPhaseId: null, subscriptionItemId: null,
-          effectiveAt: g.effectiveAt, expiresAt: g.expiresAt,
-          overageStrategy: fpv.metadata.overageStrategy ?? 'none', metadata: {},
-          featurePlanVersion: fullPlanFeature(fpv, features), grants: [], subscriptionPhase: {},
-        }
-        entitlements.push(target)
-      } else {
-        // An entitlement of grants lasts from the first grant's start to the last one's end.
-        target.effectiveAt = Math.min(target.effectiveAt, g.effectiveAt)
-        target.expiresAt = target.expiresAt === null || g.expiresAt === null ? null : Math.max(target.expiresAt, g.expiresAt)
-        target.createdAtM = Math.min(target.createdAtM, g.createdAtM)
-        target.updatedAtM = Math.max(target.updatedAtM, g.updatedAtM)
-      }
-    }
-    const grant: Grant = {
-      id: g.id, projectId, customerEntitlementId: target.id, createdAtM: g.createdAtM, updatedAtM: g.updatedAtM,
-      effectiveAt: g.effectiveAt, expiresAt: g.expiresAt ?? FOREVER_MS, type: g.type, priority: g.priority,
-      allowanceUnits: g.allowanceUnits, metadata: g.metadata,
-    }
-    target.grants!.push(grant)
-  }
+  for (const g of src.grants) addGrant(ctx, byId.get(g.planVersionId)!, g)
+  const { entitlements } = ctx
   entitlements.sort((a, b) => a.featurePlanVersion.order - b.featurePlanVersion.order || a.effectiveAt - b.effectiveAt || (a.id < b.id ? -1 : 1))
   return { customerId, subscriptions, entitlements }
+}
+
+/** What building one customer's read document shares; `entitlements` fills up as it is built. */
+interface ViewContext {
+  projectId: string
+  customerId: string
+  features: ReturnType<typeof featuresById>
+  byName: Map<string, StoredPlanVersion>
+  entitlements: Entitlement[]
+}
+
+/** A phase resolved to its plan version; each of its items adds its entitlement to `ctx.entitlements`. */
+function phaseView(ctx: ViewContext, s: StoredSubscription, p: StoredPhase, j: number): PhaseView {
+  const { projectId } = ctx
+  const pv = ctx.byName.get(planVersionName(p.plan, p.version))!
+  const phaseId = derivedId('ph', projectId, s.id, j)
+  const cadence: Cadence = { interval: pv.billingConfig.billingInterval, count: pv.billingConfig.billingIntervalCount, anchor: p.billingAnchor ?? pv.billingConfig.billingAnchor }
+  const trialUnits = p.trialUnits ?? pv.trialUnits
+  const endAt = p.endAt ?? FOREVER_MS
+  const items = p.items.map((it) => subscriptionItem(ctx, pv, s, p, phaseId, it))
+  return {
+    id: phaseId,
+    projectId,
+    subscriptionId: s.id,
+    planVersionId: pv.id,
+    paymentMethodId: p.paymentMethodId,
+    paymentProvider: p.paymentProvider ?? pv.paymentProvider,
+    creditLineAmount: p.creditLineAmount,
+    billingAnchor: resolveAnchor(p.startAt, cadence, s.timezone),
+    trialEndsAt: Math.min(addIntervals(p.startAt, cadence.interval, trialUnits, s.timezone), endAt),
+    startAt: p.startAt,
+    endAt,
+    planVersion: toPlanVersion(pv),
+    createdAtM: p.createdAtM,
+    updatedAtM: p.updatedAtM,
+    creditLinePolicy: p.creditLinePolicy,
+    trialUnits,
+    metadata: p.metadata,
+    items,
+    planSlug: p.plan,
+    cadence,
+    endsAt: p.endAt,
+  }
+}
+
+/**
+ * A subscription item, and the entitlement it gives (pushed to `ctx.entitlements`): for the
+ * phase's span, with one subscription grant of what the item allows.
+ */
+function subscriptionItem(
+  ctx: ViewContext, pv: StoredPlanVersion, s: StoredSubscription, p: StoredPhase, phaseId: string, it: StoredPhase['items'][number],
+) {
+  const { projectId, customerId } = ctx
+  const fpv = pv.features.find((f) => f.featureSlug === it.featureSlug)!
+  const item = {
+    id: derivedId('si', phaseId, it.featureSlug), projectId, createdAtM: it.createdAtM, updatedAtM: it.updatedAtM,
+    units: it.units, featurePlanVersionId: fpv.id, subscriptionPhaseId: phaseId, subscriptionId: s.id,
+  }
+  const entitlementId = derivedId('ent', item.id)
+  ctx.entitlements.push({
+    id: entitlementId, projectId, customerId, featurePlanVersionId: fpv.id, createdAtM: it.createdAtM, updatedAtM: it.updatedAtM,
+    subscriptionId: s.id, subscriptionPhaseId: phaseId, subscriptionItemId: item.id,
+    effectiveAt: p.startAt, expiresAt: p.endAt,
+    overageStrategy: fpv.metadata.overageStrategy ?? 'none',
+    metadata: {},
+    featurePlanVersion: fullPlanFeature(fpv, ctx.features),
+    grants: [{
+      id: derivedId('gr', item.id), projectId, customerEntitlementId: entitlementId, createdAtM: it.createdAtM, updatedAtM: it.updatedAtM,
+      effectiveAt: p.startAt, expiresAt: p.endAt ?? FOREVER_MS, type: 'subscription', priority: SUBSCRIPTION_GRANT_PRIORITY,
+      allowanceUnits: allowanceOf(fpv.featureType, it.units, fpv.limit), metadata: {},
+    }],
+    subscriptionPhase: { creditLinePolicy: p.creditLinePolicy },
+  })
+  return item
+}
+
+/**
+ * A document grant joins the subscription entitlement to the same plan feature in effect when
+ * it starts, or else an entitlement of its own to that plan feature (`pv`: the grant's plan version).
+ */
+function addGrant(ctx: ViewContext, pv: StoredPlanVersion, g: StoredGrant): void {
+  const { projectId, customerId, entitlements } = ctx
+  const fpv = pv.features.find((f) => f.featureSlug === g.featureSlug)!
+  let target = entitlements.find((e) => e.subscriptionId !== null && e.featurePlanVersionId === fpv.id
+    && e.effectiveAt <= g.effectiveAt && (e.expiresAt === null || g.effectiveAt < e.expiresAt))
+  if (!target) {
+    const id = derivedId('ent', projectId, customerId, fpv.id)
+    target = entitlements.find((e) => e.id === id)
+    if (!target) {
+      target = {
+        id, projectId, customerId, featurePlanVersionId: fpv.id, createdAtM: g.createdAtM, updatedAtM: g.updatedAtM,
+        subscriptionId: null, subscriptionPhaseId: null, subscriptionItemId: null,
+        effectiveAt: g.effectiveAt, expiresAt: g.expiresAt,
+        overageStrategy: fpv.metadata.overageStrategy ?? 'none', metadata: {},
+        featurePlanVersion: fullPlanFeature(fpv, ctx.features), grants: [], subscriptionPhase: {},
+      }
+      entitlements.push(target)
+    } else {
+      // An entitlement of grants lasts from the first grant's start to the last one's end.
+      target.effectiveAt = Math.min(target.effectiveAt, g.effectiveAt)
+      target.expiresAt = target.expiresAt === null || g.expiresAt === null ? null : Math.max(target.expiresAt, g.expiresAt)
+      target.createdAtM = Math.min(target.createdAtM, g.createdAtM)
+      target.updatedAtM = Math.max(target.updatedAtM, g.updatedAtM)
+    }
+  }
+  const grant: Grant = {
+    id: g.id, projectId, customerEntitlementId: target.id, createdAtM: g.createdAtM, updatedAtM: g.updatedAtM,
+    effectiveAt: g.effectiveAt, expiresAt: g.expiresAt ?? FOREVER_MS, type: g.type, priority: g.priority,
+    allowanceUnits: g.allowanceUnits, metadata: g.metadata,
+  }
+  target.grants!.push(grant)
 }

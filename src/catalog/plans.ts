@@ -54,7 +54,10 @@ export function firstOfEach<T>(entries: readonly T[], keyOf: (entry: T) => strin
   entries.forEach((entry, i) => {
     const key = keyOf(entry)
     const first = seen.get(key)
-    if (first !== undefined) return report(i, first)
+    if (first !== undefined) {
+      report(i, first)
+      return
+    }
     seen.set(key, i)
     kept.push([entry, i])
   })
@@ -173,31 +176,10 @@ function mergePlanVersions(
     const previous = result.get(name)
     const content = planVersionContent(entry, known, path, issues)
     const configHash = sha256(canonical(content))
-
-    if (previous?.status === 'published') {
-      if (entry.status === 'draft') {
-        issues.conflict(`${path}.status`, `${name} is published; a published version cannot return to draft`)
-        continue
-      }
-      if (previous.configHash !== configHash) {
-        issues.conflict(path, `${name} is published and immutable, and this content differs from it (configHash ${previous.configHash.slice(0, 12)}… → ${configHash.slice(0, 12)}…); publish the change as a new version`)
-        continue
-      }
-    }
+    if (publishedConflict(previous, entry, configHash, name, path, issues)) continue
     if (!plan) continue
 
     const id = previous?.id ?? derivedId('pv', projectId, entry.plan, entry.version)
-    const published = entry.status === 'published'
-    const archived = entry.archived ?? false
-    const lifecycle = {
-      active: entry.active ?? true,
-      status: entry.status,
-      publishedAt: published ? (previous?.publishedAt ?? now) : null,
-      publishedBy: published ? (previous?.publishedBy ?? actor) : null,
-      archived,
-      archivedAt: archived ? (previous?.archivedAt ?? now) : null,
-      archivedBy: archived ? (previous?.archivedBy ?? actor) : null,
-    }
     // A published version keeps its record as it was published; only its lifecycle moves.
     const pvFeatures = previous?.status === 'published'
       ? previous.features
@@ -210,7 +192,7 @@ function mergePlanVersions(
       latest: previous?.latest ?? false,
       title: content.title,
       tags: content.tags,
-      ...lifecycle,
+      ...lifecycleOf(entry, previous, now, actor),
       paymentProvider: content.paymentProvider,
       dueBehaviour: content.dueBehaviour,
       currency: content.currency,
@@ -231,6 +213,41 @@ function mergePlanVersions(
     result.set(name, record)
   }
   return result
+}
+
+/**
+ * Whether the entry must be skipped because it would change a published version (reported as a
+ * conflict): a published version never returns to draft, and its content is immutable, so a
+ * change is published as a new version instead.
+ */
+function publishedConflict(
+  previous: StoredPlanVersion | undefined, entry: PlanVersionDoc, configHash: string, name: string, path: string, issues: Issues,
+): boolean {
+  if (previous?.status !== 'published') return false
+  if (entry.status === 'draft') {
+    issues.conflict(`${path}.status`, `${name} is published; a published version cannot return to draft`)
+    return true
+  }
+  if (previous.configHash !== configHash) {
+    issues.conflict(path, `${name} is published and immutable, and this content differs from it (configHash ${previous.configHash.slice(0, 12)}… → ${configHash.slice(0, 12)}…); publish the change as a new version`)
+    return true
+  }
+  return false
+}
+
+/** Who published or archived the version and when: kept from the stored record once set, else now and the actor. */
+function lifecycleOf(entry: PlanVersionDoc, previous: StoredPlanVersion | undefined, now: number, actor: string) {
+  const published = entry.status === 'published'
+  const archived = entry.archived ?? false
+  return {
+    active: entry.active ?? true,
+    status: entry.status,
+    publishedAt: published ? (previous?.publishedAt ?? now) : null,
+    publishedBy: published ? (previous?.publishedBy ?? actor) : null,
+    archived,
+    archivedAt: archived ? (previous?.archivedAt ?? now) : null,
+    archivedBy: archived ? (previous?.archivedBy ?? actor) : null,
+  }
 }
 
 /** `latest`: the highest published, unarchived version of each plan. Derived, so it moves no updatedAtM. */

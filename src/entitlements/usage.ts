@@ -180,11 +180,51 @@ export interface EventCount {
 export function countsOfEvents(events: readonly CountableEvent[], customers: ReadonlyMap<string, { view: CustomerView; flags: AccessFlags }>): { counts: EventCount[]; rows: EventRowFeature[][] } {
   const counts: EventCount[] = []
   const rows: EventRowFeature[][] = new Array(events.length)
-  // What is in effect changes only at the instants the customer's document names: one answer
-  // per customer serves every event between two of them.
-  const inEffect = new Map<string, { fromMs: number; untilMs: number; list: Entitlement[] }>()
-  const entitlementsOf = (customerId: string, customer: { view: CustomerView; flags: AccessFlags }, at: number): Entitlement[] => {
-    const known = inEffect.get(customerId)
+  const memo = new BatchMemo()
+  events.forEach((event, index) => {
+    rows[index] = []
+    const customer = customers.get(event.customerId)
+    if (!customer) return
+    // One ClickHouse row per feature whose meter takes the event, valued as that meter counts it,
+    // so analytics and invoices of each feature sum what its counters count.
+    for (const { slug, meter } of memo.rowFeaturesOf(customer.view, event.eventSlug)) {
+      const amountUnits = meterAmount(meter, event)
+      if (amountUnits !== undefined) rows[index]!.push({ featureSlug: slug, value: formatUnits(amountUnits) })
+    }
+    for (const e of memo.entitlementsOf(event.customerId, customer, event.receivedMs)) {
+      const meter = e.featurePlanVersion.meterConfig
+      const amountUnits = meterAmount(meter, event)
+      if (amountUnits === undefined) continue
+      const grantsText = memo.grantsTextOf(e)
+      counts.push({
+        event: index,
+        customerId: event.customerId,
+        args: entitlementUsageArgs({
+          featureSlug: e.featurePlanVersion.feature.slug, nowMs: event.receivedMs, period: memo.periodOf(customer.view, e, event.receivedMs),
+          strategy: e.overageStrategy, method: meter.aggregationMethod, amountUnits, eventTsMs: event.timestampMs, grants: e.grants ?? [], mode: 'count',
+        }, grantsText),
+      })
+    }
+  })
+  return { counts, rows }
+}
+
+/**
+ * What countsOfEvents works out once per batch rather than once per event: a batch holds many
+ * events of the same few customers, and each of these answers is the same for most of them.
+ */
+class BatchMemo {
+  private readonly inEffect = new Map<string, { fromMs: number; untilMs: number; list: Entitlement[] }>()
+  private readonly periods = new Map<string, UsagePeriod>()
+  private readonly grantsTexts = new Map<Entitlement, string>()
+  private readonly rowFeatures = new Map<string, { slug: string; meter: MeterConfig }[]>()
+
+  /**
+   * The customer's entitlements in effect at `at`. What is in effect changes only at the instants
+   * the customer's document names: one answer per customer serves every event between two of them.
+   */
+  entitlementsOf(customerId: string, customer: { view: CustomerView; flags: AccessFlags }, at: number): Entitlement[] {
+    const known = this.inEffect.get(customerId)
     if (known && known.fromMs <= at && at < known.untilMs) return known.list
     let fromMs = -Infinity
     let untilMs = Infinity
@@ -193,27 +233,40 @@ export function countsOfEvents(events: readonly CountableEvent[], customers: Rea
       if (t > at && t < untilMs) untilMs = t
     }
     const list = entitlementsAt(customer.view, customer.flags, at)
-    inEffect.set(customerId, { fromMs, untilMs, list })
+    this.inEffect.set(customerId, { fromMs, untilMs, list })
     return list
   }
-  // Periods are laid with Intl time zone arithmetic (tens of µs): one per entitlement while the
-  // batch's instants stay inside it.
-  const periods = new Map<string, UsagePeriod>()
-  const periodOf = (view: CustomerView, e: Entitlement, at: number): UsagePeriod => {
+
+  /**
+   * The reset period of `e` holding `at`. Periods are laid with Intl time zone arithmetic (tens of
+   * µs): one per entitlement while the batch's instants stay inside it.
+   */
+  periodOf(view: CustomerView, e: Entitlement, at: number): UsagePeriod {
     const key = `${view.customerId}\0${e.id}`
-    const known = periods.get(key)
+    const known = this.periods.get(key)
     if (known && known.startMs <= at && at < known.endMs) return known
     const period = resetPeriod(view, e, at)
-    periods.set(key, period)
+    this.periods.set(key, period)
     return period
   }
-  const grantsTexts = new Map<Entitlement, string>()
-  // The features whose meters take an event slug, for a customer: the one named like the event
-  // first, then by slug (each feature once, whatever its entitlements).
-  const rowFeatures = new Map<string, { slug: string; meter: MeterConfig }[]>()
-  const rowFeaturesOf = (view: CustomerView, eventSlug: string): { slug: string; meter: MeterConfig }[] => {
+
+  /** The grants argument of `e`, built once per entitlement. */
+  grantsTextOf(e: Entitlement): string {
+    let grantsText = this.grantsTexts.get(e)
+    if (grantsText === undefined) {
+      grantsText = grantsArg(e.grants ?? [])
+      this.grantsTexts.set(e, grantsText)
+    }
+    return grantsText
+  }
+
+  /**
+   * The features whose meters take an event slug, for a customer: the one named like the event
+   * first, then by slug (each feature once, whatever its entitlements).
+   */
+  rowFeaturesOf(view: CustomerView, eventSlug: string): { slug: string; meter: MeterConfig }[] {
     const key = `${view.customerId}\0${eventSlug}`
-    const known = rowFeatures.get(key)
+    const known = this.rowFeatures.get(key)
     if (known) return known
     const mapped = new Map<string, MeterConfig>()
     for (const e of view.entitlements) {
@@ -222,36 +275,9 @@ export function countsOfEvents(events: readonly CountableEvent[], customers: Rea
     }
     const list = [...mapped].map(([slug, meter]) => ({ slug, meter }))
       .sort((a, b) => (a.slug === eventSlug ? -1 : b.slug === eventSlug ? 1 : a.slug < b.slug ? -1 : a.slug > b.slug ? 1 : 0))
-    rowFeatures.set(key, list)
+    this.rowFeatures.set(key, list)
     return list
   }
-  events.forEach((event, index) => {
-    rows[index] = []
-    const customer = customers.get(event.customerId)
-    if (!customer) return
-    // One ClickHouse row per feature whose meter takes the event, valued as that meter counts it,
-    // so analytics and invoices of each feature sum what its counters count.
-    for (const { slug, meter } of rowFeaturesOf(customer.view, event.eventSlug)) {
-      const amountUnits = meterAmount(meter, event)
-      if (amountUnits !== undefined) rows[index]!.push({ featureSlug: slug, value: formatUnits(amountUnits) })
-    }
-    for (const e of entitlementsOf(event.customerId, customer, event.receivedMs)) {
-      const meter = e.featurePlanVersion.meterConfig
-      const amountUnits = meterAmount(meter, event)
-      if (amountUnits === undefined) continue
-      let grantsText = grantsTexts.get(e)
-      if (grantsText === undefined) grantsTexts.set(e, (grantsText = grantsArg(e.grants ?? [])))
-      counts.push({
-        event: index,
-        customerId: event.customerId,
-        args: entitlementUsageArgs({
-          featureSlug: e.featurePlanVersion.feature.slug, nowMs: event.receivedMs, period: periodOf(customer.view, e, event.receivedMs),
-          strategy: e.overageStrategy, method: meter.aggregationMethod, amountUnits, eventTsMs: event.timestampMs, grants: e.grants ?? [], mode: 'count',
-        }, grantsText),
-      })
-    }
-  })
-  return { counts, rows }
 }
 
 /** The instants at which what entitlementsAt answers for a customer may change. */

@@ -8,7 +8,7 @@ import type { Services } from './services.js'
 import { readBody } from './body.js'
 import { errorResponse, statusLine, type ErrorLike } from './errors.js'
 import type { Metrics } from './metrics.js'
-import type { AnyRoute, Principal, RawRoute } from './route.js'
+import type { AnyRoute, Principal, RawResult, RawRoute } from './route.js'
 import { compile, type Validator } from '../kernel/validation.js'
 
 export interface HttpOptions {
@@ -56,133 +56,159 @@ let requestSeq = 0
  */
 export function createHttpApp(options: HttpOptions): TemplatedApp {
   const app = uWS.App()
-  const { logger, metrics, docsUrl, services } = options
-
-  const send = (ex: Exchange, status: number, line: string, body: string, headers?: Record<string, string>, close = false): void => {
-    if (ex.done) return
-    ex.done = true
-    ex.res.cork(() => {
-      ex.res.writeStatus(line).writeHeader('content-type', 'application/json').writeHeader('x-request-id', ex.requestId)
-      if (headers) for (const name in headers) ex.res.writeHeader(name, headers[name]!)
-      ex.res.end(body, close)
-    })
-    metrics.record(ex.route, status, (performance.now() - ex.started) / 1000)
-  }
-  const fail = (ex: Exchange, f: ErrorLike, headers?: Record<string, string>, close = false): void => {
-    const r = errorResponse(f, ex.requestId, docsUrl)
-    send(ex, r.status, r.statusLine, r.body, headers, close)
-  }
-  const begin = (res: HttpResponse, req: HttpRequest, route: string): Exchange => {
-    const given = req.getHeader('x-request-id')
-    const ex: Exchange = { res, requestId: REQUEST_ID.test(given) ? given : ID_PREFIX + (++requestSeq).toString(36), done: false, started: performance.now(), route }
-    res.onAborted(() => { ex.done = true })
-    return ex
-  }
-
-  for (const route of options.routes) {
-    const bodyValidator = route.body ? compile(route.body) : undefined
-    const queryValidator = route.query ? compile(route.query) : undefined
-    const paramNames = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
-    const handler = (res: HttpResponse, req: HttpRequest) => {
-      const ex = begin(res, req, route.path)
-      const authorization = req.getHeader('authorization')
-      const contentType = req.getHeader('content-type')
-      const declaredLength = Number(req.getHeader('content-length') || 0)
-      const params = readParams(req, paramNames)
-      const queryText = req.getQuery() ?? ''
-
-      if (route.method === 'POST' && declaredLength > options.maxBodyBytes) return fail(ex, tooLarge(options.maxBodyBytes), undefined, true)
-      if (params === undefined) return fail(ex, invalid([{ path: '$', message: 'a path parameter is not valid percent-encoding' }]))
-
-      // The body and the key are awaited side by side; a cached key (the usual case) is
-      // known at once, so the request goes on from the body callback without any promise.
-      let who = route.access.kind === 'public' ? PUBLIC : identify(services, authorization)
-      let text: string | null | undefined = route.method === 'POST' ? undefined : ''
-      const proceed = () => {
-        if (who === undefined || text === undefined || ex.done) return
-        try {
-          if (text === null) return fail(ex, tooLarge(options.maxBodyBytes), undefined, true)
-          const allowed = 'ok' in who ? who : checkAccess(route, who)
-          if ('ok' in allowed) return fail(ex, allowed)
-          const input = parseInput(route, text, contentType, queryText, bodyValidator, queryValidator)
-          if ('ok' in input) return fail(ex, input)
-          runRoute(route, ex, allowed, input, params).catch(internal)
-        } catch (error) {
-          internal(error)
-        }
-      }
-      const internal = (error: unknown) => {
-        logger.error({ err: error, requestId: ex.requestId, route: route.path }, 'request failed')
-        fail(ex, failure('internal', 'internal_error', 'Internal error; quote the requestId when reporting it.'))
-      }
-      if (who === undefined) {
-        services.keys.verify(bearerKey(authorization)!).then((verified) => { who = verified; proceed() }, internal)
-      }
-      if (text === undefined) readBody(res, options.maxBodyBytes, (body) => { text = body; proceed() }, () => { text = null; proceed() })
-      else proceed()
-    }
-    if (route.method === 'POST') app.post(route.path, handler)
-    else app.get(route.path, handler)
-  }
-
-  const runRoute = async (route: AnyRoute, ex: Exchange, who: Principal, input: { body: unknown; query: unknown }, params: Record<string, string>): Promise<void> => {
-    if (options.rateLimiter && who.kind === 'project') {
-      const verdict = await options.rateLimiter.hit(who.keyId)
-      if (!verdict.allowed) {
-        return fail(ex, failure('too_many_requests', 'rate_limited', `More than ${options.rateLimiter.perSecond} requests per second for this key.`), {
-          'retry-after': String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000))),
-        })
-      }
-    }
-    const result: Result<unknown> = await route.handler({
-      body: input.body, query: input.query, params, principal: who,
-      projectId: who.kind === 'project' ? who.projectId : '', services, requestId: ex.requestId,
-    })
-    if (result.ok) send(ex, 200, statusLine(200), JSON.stringify(result.value))
-    else fail(ex, result)
-  }
-
+  for (const route of options.routes) serveRoute(app, options, route)
   // Raw routes: public, body read as text under the same size limit, the handler's answer as is.
-  for (const route of options.rawRoutes ?? []) {
-    const paramNames = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
-    const handler = (res: HttpResponse, req: HttpRequest) => {
-      const ex = begin(res, req, route.path)
-      const params = readParams(req, paramNames)
-      const contentType = req.getHeader('content-type')
-      const query = req.getQuery() ?? ''
-      if (route.method === 'POST' && Number(req.getHeader('content-length') || 0) > options.maxBodyBytes) return fail(ex, tooLarge(options.maxBodyBytes), undefined, true)
-      if (params === undefined) return fail(ex, invalid([{ path: '$', message: 'a path parameter is not valid percent-encoding' }]))
-      const internal = (error: unknown) => {
-        logger.error({ err: error, requestId: ex.requestId, route: route.path }, 'request failed')
-        fail(ex, failure('internal', 'internal_error', 'Internal error; quote the requestId when reporting it.'))
-      }
-      const run = (body: string) => {
-        Promise.resolve()
-          .then(() => route.handler({ params, query, body, contentType, services, requestId: ex.requestId }))
-          .then((result) => {
-            if (ex.done) return
-            ex.done = true
-            ex.res.cork(() => {
-              ex.res.writeStatus(RAW_STATUS_LINES[result.status] ?? String(result.status)).writeHeader('x-request-id', ex.requestId)
-              for (const name in result.headers) ex.res.writeHeader(name, result.headers[name]!)
-              ex.res.end(result.body)
-            })
-            metrics.record(ex.route, result.status, (performance.now() - ex.started) / 1000)
-          })
-          .catch(internal)
-      }
-      if (route.method === 'POST') readBody(res, options.maxBodyBytes, run, () => fail(ex, tooLarge(options.maxBodyBytes), undefined, true))
-      else run('')
-    }
-    if (route.method === 'POST') app.post(route.path, handler)
-    else app.get(route.path, handler)
-  }
+  for (const route of options.rawRoutes ?? []) serveRawRoute(app, options, route)
+  serveBuiltins(app, options)
+  serveUnmatched(app, options)
+  return app
+}
 
-  // Built-ins: health, metrics, the OpenAPI document.
+// The helpers below take the app's options instead of closing over them, so that an app builds
+// no per-request state beyond the Exchange and the closures a request's callbacks need.
+
+/** Writes a JSON answer once (a second answer, or one after the client went away, is dropped) and records its latency. */
+function send(options: HttpOptions, ex: Exchange, status: number, line: string, body: string, headers?: Record<string, string>, close = false): void {
+  if (ex.done) return
+  ex.done = true
+  ex.res.cork(() => {
+    ex.res.writeStatus(line).writeHeader('content-type', 'application/json').writeHeader('x-request-id', ex.requestId)
+    if (headers) for (const name in headers) ex.res.writeHeader(name, headers[name]!)
+    ex.res.end(body, close)
+  })
+  options.metrics.record(ex.route, status, (performance.now() - ex.started) / 1000)
+}
+
+function fail(options: HttpOptions, ex: Exchange, f: ErrorLike, headers?: Record<string, string>, close = false): void {
+  const r = errorResponse(f, ex.requestId, options.docsUrl)
+  send(options, ex, r.status, r.statusLine, r.body, headers, close)
+}
+
+/** The exchange of one request: the caller's request id when it is a sane one, else a fresh one. */
+function begin(res: HttpResponse, req: HttpRequest, route: string): Exchange {
+  const given = req.getHeader('x-request-id')
+  const ex: Exchange = { res, requestId: REQUEST_ID.test(given) ? given : ID_PREFIX + (++requestSeq).toString(36), done: false, started: performance.now(), route }
+  res.onAborted(() => { ex.done = true })
+  return ex
+}
+
+/** An unexpected error: logged with the request id, and answered with only that id so nothing internal leaks. */
+function internalFailure(options: HttpOptions, ex: Exchange, route: string, error: unknown): void {
+  options.logger.error({ err: error, requestId: ex.requestId, route }, 'request failed')
+  fail(options, ex, failure('internal', 'internal_error', 'Internal error; quote the requestId when reporting it.'))
+}
+
+function register(app: TemplatedApp, method: string, path: string, handler: (res: HttpResponse, req: HttpRequest) => void): void {
+  if (method === 'POST') app.post(path, handler)
+  else app.get(path, handler)
+}
+
+/** A JSON route: its validators are compiled once here, not per request. */
+function serveRoute(app: TemplatedApp, options: HttpOptions, route: AnyRoute): void {
+  const { services } = options
+  const bodyValidator = route.body ? compile(route.body) : undefined
+  const queryValidator = route.query ? compile(route.query) : undefined
+  const paramNames = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
+  register(app, route.method, route.path, (res: HttpResponse, req: HttpRequest) => {
+    const ex = begin(res, req, route.path)
+    // uWS's request object is only valid until this callback returns: read all of it now.
+    const authorization = req.getHeader('authorization')
+    const contentType = req.getHeader('content-type')
+    const declaredLength = Number(req.getHeader('content-length') || 0)
+    const params = readParams(req, paramNames)
+    const queryText = req.getQuery() ?? ''
+
+    if (route.method === 'POST' && declaredLength > options.maxBodyBytes) return fail(options, ex, tooLarge(options.maxBodyBytes), undefined, true)
+    if (params === undefined) return fail(options, ex, invalid([{ path: '$', message: 'a path parameter is not valid percent-encoding' }]))
+
+    // The body and the key are awaited side by side; a cached key (the usual case) is
+    // known at once, so the request goes on from the body callback without any promise.
+    let who = route.access.kind === 'public' ? PUBLIC : identify(services, authorization)
+    let text: string | null | undefined = route.method === 'POST' ? undefined : ''
+    const proceed = () => {
+      if (who === undefined || text === undefined || ex.done) return
+      try {
+        if (text === null) return fail(options, ex, tooLarge(options.maxBodyBytes), undefined, true)
+        const allowed = 'ok' in who ? who : checkAccess(route, who)
+        if ('ok' in allowed) return fail(options, ex, allowed)
+        const input = parseInput(route, text, contentType, queryText, bodyValidator, queryValidator)
+        if ('ok' in input) return fail(options, ex, input)
+        runRoute(options, route, ex, allowed, input, params).catch(internal)
+      } catch (error) {
+        internal(error)
+      }
+    }
+    const internal = (error: unknown) => internalFailure(options, ex, route.path, error)
+    if (who === undefined) {
+      services.keys.verify(bearerKey(authorization)!).then((verified) => { who = verified; proceed() }, internal)
+    }
+    if (text === undefined) readBody(res, options.maxBodyBytes, (body) => { text = body; proceed() }, () => { text = null; proceed() })
+    else proceed()
+  })
+}
+
+/** The last steps of an admitted request: the rate limit (429), then the handler, whose result is the answer. */
+async function runRoute(
+  options: HttpOptions, route: AnyRoute, ex: Exchange, who: Principal, input: { body: unknown; query: unknown }, params: Record<string, string>,
+): Promise<void> {
+  if (options.rateLimiter && who.kind === 'project') {
+    const verdict = await options.rateLimiter.hit(who.keyId)
+    if (!verdict.allowed) {
+      return fail(options, ex, failure('too_many_requests', 'rate_limited', `More than ${options.rateLimiter.perSecond} requests per second for this key.`), {
+        'retry-after': String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000))),
+      })
+    }
+  }
+  const result: Result<unknown> = await route.handler({
+    body: input.body, query: input.query, params, principal: who,
+    projectId: who.kind === 'project' ? who.projectId : '', services: options.services, requestId: ex.requestId,
+  })
+  if (result.ok) send(options, ex, 200, statusLine(200), JSON.stringify(result.value))
+  else fail(options, ex, result)
+}
+
+/** A raw route (HTML pages and forms): no key, no JSON; the handler's status, headers and body are written as they are. */
+function serveRawRoute(app: TemplatedApp, options: HttpOptions, route: RawRoute): void {
+  const { services } = options
+  const paramNames = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
+  register(app, route.method, route.path, (res: HttpResponse, req: HttpRequest) => {
+    const ex = begin(res, req, route.path)
+    const params = readParams(req, paramNames)
+    const contentType = req.getHeader('content-type')
+    const query = req.getQuery() ?? ''
+    if (route.method === 'POST' && Number(req.getHeader('content-length') || 0) > options.maxBodyBytes) return fail(options, ex, tooLarge(options.maxBodyBytes), undefined, true)
+    if (params === undefined) return fail(options, ex, invalid([{ path: '$', message: 'a path parameter is not valid percent-encoding' }]))
+    const internal = (error: unknown) => internalFailure(options, ex, route.path, error)
+    const run = (body: string) => {
+      Promise.resolve()
+        .then(() => route.handler({ params, query, body, contentType, services, requestId: ex.requestId }))
+        .then((result) => sendRaw(options, ex, result))
+        .catch(internal)
+    }
+    if (route.method === 'POST') readBody(res, options.maxBodyBytes, run, () => fail(options, ex, tooLarge(options.maxBodyBytes), undefined, true))
+    else run('')
+  })
+}
+
+/** Writes a raw route's answer once, as `send` does for JSON. */
+function sendRaw(options: HttpOptions, ex: Exchange, result: RawResult): void {
+  if (ex.done) return
+  ex.done = true
+  ex.res.cork(() => {
+    ex.res.writeStatus(RAW_STATUS_LINES[result.status] ?? String(result.status)).writeHeader('x-request-id', ex.requestId)
+    for (const name in result.headers) ex.res.writeHeader(name, result.headers[name]!)
+    ex.res.end(result.body)
+  })
+  options.metrics.record(ex.route, result.status, (performance.now() - ex.started) / 1000)
+}
+
+/** Built-ins: health, metrics, the OpenAPI document (serialized once, it does not change). */
+function serveBuiltins(app: TemplatedApp, options: HttpOptions): void {
+  const { metrics } = options
   app.get('/healthz', (res, req) => {
     const ex = begin(res, req, '/healthz')
-    if (options.isReady()) send(ex, 200, '200 OK', '{"status":"ok"}')
-    else send(ex, 503, '503 Service Unavailable', '{"status":"starting"}')
+    if (options.isReady()) send(options, ex, 200, '200 OK', '{"status":"ok"}')
+    else send(options, ex, 503, '503 Service Unavailable', '{"status":"starting"}')
   })
   app.get('/metrics', (res, req) => {
     const ex = begin(res, req, '/metrics')
@@ -191,23 +217,24 @@ export function createHttpApp(options: HttpOptions): TemplatedApp {
     res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'text/plain; version=0.0.4').writeHeader('x-request-id', ex.requestId).end(metrics.render()))
   })
   const openapiText = JSON.stringify(options.openapi)
-  app.get('/v1/openapi.json', (res, req) => send(begin(res, req, '/v1/openapi.json'), 200, '200 OK', openapiText))
+  app.get('/v1/openapi.json', (res, req) => send(options, begin(res, req, '/v1/openapi.json'), 200, '200 OK', openapiText))
+}
 
-  // A known path with another method is 405 (with Allow); anything else is 404.
+/** A known path with another method is 405 (with Allow); anything else is 404. */
+function serveUnmatched(app: TemplatedApp, options: HttpOptions): void {
   const allowed = new Map<string, string[]>()
   for (const route of [...options.routes, ...(options.rawRoutes ?? [])]) (allowed.get(route.path) ?? allowed.set(route.path, []).get(route.path)!).push(route.method)
   allowed.set('/healthz', ['GET']).set('/metrics', ['GET']).set('/v1/openapi.json', ['GET'])
   for (const [path, methods] of allowed) {
     app.any(path, (res, req) => {
       const ex = begin(res, req, path)
-      fail(ex, { kind: 'method_not_allowed', reason: 'method_not_allowed', message: `${req.getMethod().toUpperCase()} is not allowed here; use ${methods.join(', ')}.` }, { allow: methods.join(', ') })
+      fail(options, ex, { kind: 'method_not_allowed', reason: 'method_not_allowed', message: `${req.getMethod().toUpperCase()} is not allowed here; use ${methods.join(', ')}.` }, { allow: methods.join(', ') })
     })
   }
   app.any('/*', (res, req) => {
     const ex = begin(res, req, 'unmatched')
-    fail(ex, failure('not_found', 'route_not_found', `No route ${req.getMethod().toUpperCase()} ${req.getUrl()}.`))
+    fail(options, ex, failure('not_found', 'route_not_found', `No route ${req.getMethod().toUpperCase()} ${req.getUrl()}.`))
   })
-  return app
 }
 
 /** Path parameters, percent-decoded; undefined when one is not valid percent-encoding. */

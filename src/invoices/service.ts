@@ -214,35 +214,56 @@ export class InvoiceService {
     const statementKey = `${sub.id}:${new Date(cycle.start).toISOString()}`
     const createdAt = new Date(now).toISOString()
     const features = featuresOf(catalog)
-    const charges: Charge[] = []
-
-    // Fees (flat, package, tier: priced on the item's units): this cycle's when billed in arrear,
-    // or in advance with no earlier cycle to have billed it; the next cycle's when it is billed in advance.
     const ownTrial = cycle.start < cycle.phase.trialEndsAt
-    if (pv.whenToBill === 'pay_in_arrear' || !hasPredecessor(sub, cycle)) {
-      charges.push(...feeCharges(catalog, cycle, ownTrial, ''))
-    }
-    const next = cycleFrom(sub, cycle.end)
-    if (next && next.start === cycle.end && next.phase.planVersion.whenToBill === 'pay_in_advance') {
-      charges.push(...feeCharges(catalog, next, next.start < next.phase.trialEndsAt, ` (in advance, ${new Date(next.start).toISOString()} to ${new Date(next.end).toISOString()})`))
-    }
+    const charges = cycleFeeCharges(c, ownTrial)
+    const { usageCharges, billedUsage } = await this.usageCharges(c, features, ownTrial)
+    charges.push(...usageCharges)
+    const late = await this.lateUsage(c, billing)
+    charges.push(...late.charges)
 
-    // Usage of this cycle, per the feature's meter.
+    const currency = pv.currency
+    const lines = draftLines(charges, { invoiceId, statementKey, currency, createdAt }, pv.metadata.includedCreditAmount)
+    const net = lines.reduce((s, l) => s + BigInt(l.amount_due), 0n)
+    const invoice: StoredInvoice = {
+      id: invoiceId, project_id: projectId, subscription_id: sub.id, customer_id: customerId, status: 'draft', currency,
+      statement_key: statementKey, statement_start_at: cycle.start, statement_end_at: cycle.end,
+      due_at: now, past_due_at: now + pv.gracePeriod * DAY_MS, issue_date: now, sent_at: 0, paid_at: 0, ...totals(lines),
+    }
+    const billed: BilledCycle = { invoiceId, cycleStartAt: cycle.start, cycleEndAt: cycle.end, currency, usage: billedUsage }
+    return { invoice, lines, dueTotal: net > 0n ? net : 0n, billed, updates: late.updates, forget: late.forget }
+  }
+
+  /**
+   * Usage of this cycle, per the feature's meter, rated; and the quantities billed, kept with the
+   * invoice so that late usage can later be billed as the difference.
+   */
+  private async usageCharges(c: CycleContext, features: Map<string, Feature>, ownTrial: boolean): Promise<{ usageCharges: Charge[]; billedUsage: BilledUsage[] }> {
+    const { projectId, catalog, customerId, cycle } = c
     const metered = planFeatures(catalog, cycle.phase).filter((f) => f.featureType === 'usage').map((f) => meteredOf(f, features))
     const usage = await this.usage(projectId, customerId, cycle.start, cycle.end, metered)
+    const usageCharges: Charge[] = []
     const billedUsage: BilledUsage[] = []
     for (const m of metered) {
       const quantity = usage.get(m.featureSlug) ?? 0n
       billedUsage.push({ ...m.billed, quantity: quantity.toString() })
       const rated = rate({ featureType: m.fpv.featureType, config: m.fpv.config, quantity })
-      charges.push({
+      usageCharges.push({
         kind: 'usage', featureSlug: m.featureSlug, cycleStartAt: cycle.start, quantity, amount: rated.amount, trial: ownTrial,
         description: describe(m.fpv, rated.lines.map((l) => l.description)),
       })
     }
+    return { usageCharges, billedUsage }
+  }
 
-    // Late usage of earlier cycles still in the window: the rated difference, on this invoice.
+  /**
+   * Late usage of earlier cycles still in the window: the rated difference, on this invoice.
+   * Cycles past the window, or beyond the latest maxLateCycles, are forgotten so the billing
+   * state stays small; the others are re-read one after the other, oldest first.
+   */
+  private async lateUsage(c: CycleContext, billing: store.BillingState): Promise<{ charges: Charge[]; updates: BilledCycle[]; forget: number[] }> {
+    const { projectId, customerId, cycle } = c
     const horizon = cycle.start - this.options.lateWindowMs
+    const charges: Charge[] = []
     const updates: BilledCycle[] = []
     const forget: number[] = []
     const earlier = [...billing.billed].filter(([start]) => start < cycle.start).sort((a, b) => a[0] - b[0])
@@ -267,38 +288,7 @@ export class InvoiceService {
       })
       if (changed) updates.push({ ...billed, usage: moved })
     }
-
-    const currency = pv.currency
-    let lines: StoredLine[] = charges.map((ch) => {
-      const amount = ch.amount.toString()
-      const base = {
-        entry_id: '', statement_key: statementKey, kind: ch.kind, description: ch.description, quantity: formatUnits(ch.quantity), amount,
-        wallet_credit_id: '', wallet_credit_source: '', wallet_id: '', currency, created_at: createdAt, feature_slug: ch.featureSlug, cycle_start_at: ch.cycleStartAt,
-      }
-      return ch.trial
-        ? { ...base, amount_due: '0', amount_paid: '0', amount_included: amount, collectable: false, settlement_source: 'trial' as const, settlement_status: 'included' as const }
-        : { ...base, amount_due: amount, amount_paid: '0', amount_included: '0', collectable: ch.amount > 0n, settlement_source: 'provider' as const, settlement_status: 'due' as const }
-    })
-    // The plan version's included credit of the cycle covers the cycle's own usage lines.
-    const included = BigInt(pv.metadata.includedCreditAmount ?? 0)
-    if (included > 0n) {
-      lines = cover(lines, (s, l) => s === 'due' && l.kind === 'usage', [{
-        amount: included,
-        settle: (line, part) => ({
-          ...line, amount: part.toString(), amount_due: '0', amount_paid: '0', amount_included: part.toString(), collectable: false,
-          settlement_source: 'plan_included', settlement_status: 'included', description: `${line.description} (included credit)`,
-        }),
-      }])
-    }
-    lines = lines.map((line, i) => ({ ...line, entry_id: `${invoiceId}:${String(i + 1).padStart(3, '0')}` }))
-    const net = lines.reduce((s, l) => s + BigInt(l.amount_due), 0n)
-    const invoice: StoredInvoice = {
-      id: invoiceId, project_id: projectId, subscription_id: sub.id, customer_id: customerId, status: 'draft', currency,
-      statement_key: statementKey, statement_start_at: cycle.start, statement_end_at: cycle.end,
-      due_at: now, past_due_at: now + pv.gracePeriod * DAY_MS, issue_date: now, sent_at: 0, paid_at: 0, ...totals(lines),
-    }
-    const billed: BilledCycle = { invoiceId, cycleStartAt: cycle.start, cycleEndAt: cycle.end, currency, usage: billedUsage }
-    return { invoice, lines, dueTotal: net > 0n ? net : 0n, billed, updates, forget }
+    return { charges, updates, forget }
   }
 
   /** Usage per feature in units of 10^-8 (never below 0); none without a ClickHouse store. */
@@ -336,6 +326,55 @@ interface Charge {
   amount: bigint
   /** Settled by the phase's trial (included, nothing due). */
   trial: boolean
+}
+
+/**
+ * Fees (flat, package, tier: priced on the item's units): this cycle's when billed in arrear,
+ * or in advance with no earlier cycle to have billed it; the next cycle's when it is billed in advance.
+ */
+function cycleFeeCharges(c: CycleContext, ownTrial: boolean): Charge[] {
+  const { catalog, sub, cycle } = c
+  const charges: Charge[] = []
+  if (cycle.phase.planVersion.whenToBill === 'pay_in_arrear' || !hasPredecessor(sub, cycle)) {
+    charges.push(...feeCharges(catalog, cycle, ownTrial, ''))
+  }
+  const next = cycleFrom(sub, cycle.end)
+  if (next && next.start === cycle.end && next.phase.planVersion.whenToBill === 'pay_in_advance') {
+    charges.push(...feeCharges(catalog, next, next.start < next.phase.trialEndsAt, ` (in advance, ${new Date(next.start).toISOString()} to ${new Date(next.end).toISOString()})`))
+  }
+  return charges
+}
+
+/**
+ * The draft's lines, in the order of the charges: trial charges are included, the others due;
+ * then the plan version's included credit of the cycle (ledger scale 8) covers the cycle's own
+ * usage lines, and each line gets its entry id.
+ */
+function draftLines(
+  charges: Charge[], invoice: { invoiceId: string; statementKey: string; currency: Currency; createdAt: string }, includedCreditAmount: number | undefined,
+): StoredLine[] {
+  const { invoiceId, statementKey, currency, createdAt } = invoice
+  let lines: StoredLine[] = charges.map((ch) => {
+    const amount = ch.amount.toString()
+    const base = {
+      entry_id: '', statement_key: statementKey, kind: ch.kind, description: ch.description, quantity: formatUnits(ch.quantity), amount,
+      wallet_credit_id: '', wallet_credit_source: '', wallet_id: '', currency, created_at: createdAt, feature_slug: ch.featureSlug, cycle_start_at: ch.cycleStartAt,
+    }
+    return ch.trial
+      ? { ...base, amount_due: '0', amount_paid: '0', amount_included: amount, collectable: false, settlement_source: 'trial' as const, settlement_status: 'included' as const }
+      : { ...base, amount_due: amount, amount_paid: '0', amount_included: '0', collectable: ch.amount > 0n, settlement_source: 'provider' as const, settlement_status: 'due' as const }
+  })
+  const included = BigInt(includedCreditAmount ?? 0)
+  if (included > 0n) {
+    lines = cover(lines, (s, l) => s === 'due' && l.kind === 'usage', [{
+      amount: included,
+      settle: (line, part) => ({
+        ...line, amount: part.toString(), amount_due: '0', amount_paid: '0', amount_included: part.toString(), collectable: false,
+        settlement_source: 'plan_included', settlement_status: 'included', description: `${line.description} (included credit)`,
+      }),
+    }])
+  }
+  return lines.map((line, i) => ({ ...line, entry_id: `${invoiceId}:${String(i + 1).padStart(3, '0')}` }))
 }
 
 function firstStart(sub: SubscriptionView): number {

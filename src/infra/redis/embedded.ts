@@ -74,6 +74,29 @@ async function startOnce(opts: StartRedisServerOptions, port: number): Promise<R
     throw new Error(`cannot start redis: binary "${binary}" not found on PATH; ${INSTALL_HINT}`);
   }
 
+  const server = await launch(binPath, redisArgs(opts, port, dir));
+  const ready = await waitUntilReady(server, port);
+  if (server.gone !== undefined) throw exitError(server.gone, binary, port, server.output);
+  if (!ready) {
+    await terminate(server.child, server.goneP);
+    throw new Error(
+      `redis-server (port ${port}) did not answer PING within ${READY_TIMEOUT_MS} ms. Output tail:\n${server.output}`,
+    );
+  }
+
+  const { child, goneP } = server;
+  let stopping: Promise<void> | undefined;
+  return {
+    host: HOST,
+    port,
+    url: `redis://${HOST}:${port}`,
+    pid: child.pid as number,
+    dir,
+    stop: () => (stopping ??= terminate(child, goneP)),
+  };
+}
+
+function redisArgs(opts: StartRedisServerOptions, port: number, dir: string): string[] {
   const args = [
     '--port', String(port),
     '--bind', HOST,
@@ -85,14 +108,23 @@ async function startOnce(opts: StartRedisServerOptions, port: number): Promise<R
   ];
   if (opts.appendOnly ?? true) args.push('--appendonly', 'yes', '--appendfsync', 'everysec');
   args.push(...(opts.extraArgs ?? []));
+  return args;
+}
 
-  // redis logs to stdout; keep only the tail, for error messages. The pipes
-  // must be drained for the server's whole life or it would block on a full pipe.
-  let output = '';
-  const collect = (chunk: Buffer): void => {
-    output = (output + chunk.toString('utf8')).slice(-OUTPUT_TAIL_CHARS);
-  };
+type Gone = Error | { code: number | null; signal: NodeJS.Signals | null };
 
+/** A spawned redis-server; `output` and `gone` are updated by the child's events. */
+interface Launched {
+  child: ChildProcess;
+  /** The tail of what redis printed, for error messages. */
+  output: string;
+  /** Why the process is gone (a failed spawn, or how it exited); undefined while it runs. */
+  gone: Gone | undefined;
+  /** Settles once the process is gone. */
+  goneP: Promise<void>;
+}
+
+async function launch(binPath: string, args: string[]): Promise<Launched> {
   // On Linux, launch through setpriv --pdeathsig (util-linux): the kernel then
   // SIGTERMs redis when this process dies without running its 'exit' handler
   // (SIGKILL, a crash, a SIGTERM nobody handles). An orphaned redis would keep
@@ -102,64 +134,64 @@ async function startOnce(opts: StartRedisServerOptions, port: number): Promise<R
   const child = setpriv
     ? spawn(setpriv, ['--pdeathsig', 'TERM', binPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
     : spawn(binPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const state: Omit<Launched, 'goneP'> = { child, output: '', gone: undefined };
+
+  // redis logs to stdout; keep only the tail, for error messages. The pipes
+  // must be drained for the server's whole life or it would block on a full pipe.
+  const collect = (chunk: Buffer): void => {
+    state.output = (state.output + chunk.toString('utf8')).slice(-OUTPUT_TAIL_CHARS);
+  };
   child.stdout?.on('data', collect);
   child.stderr?.on('data', collect);
 
   // Settles once the process is gone: 'close' comes after 'exit' and after the
   // pipes are drained (so `output` is complete); 'error' is a failed spawn.
-  let gone: Error | { code: number | null; signal: NodeJS.Signals | null } | undefined;
   const goneP = new Promise<void>((resolve) => {
     child.once('error', (err) => {
-      gone ??= err;
+      state.gone ??= err;
       resolve();
     });
     child.once('close', (code, signal) => {
-      gone ??= { code, signal };
+      state.gone ??= { code, signal };
       resolve();
     });
   });
   track(child);
   void goneP.then(() => untrack(child));
+  // The same object, so that the child's events keep updating what the caller reads.
+  return Object.assign(state, { goneP });
+}
 
+/** Polls until redis answers as itself, it is gone, or READY_TIMEOUT_MS pass; true when it answered. */
+async function waitUntilReady(server: Launched, port: number): Promise<boolean> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   let ready = false;
-  while (!ready && gone === undefined && Date.now() < deadline) {
-    ready = await isReady(port, child.pid);
-    if (!ready) await Promise.race([goneP, delay(50)]);
+  while (!ready && server.gone === undefined && Date.now() < deadline) {
+    ready = await isReady(port, server.child.pid);
+    if (!ready) await Promise.race([server.goneP, delay(50)]);
   }
+  return ready;
+}
 
+/**
+ * The error for a redis that is gone before it was ready. "Address already in use" is a
+ * PortInUseError, so that startRedisServer can pick another port when it chose this one.
+ */
+function exitError(gone: Gone, binary: string, port: number, output: string): Error {
   if (gone instanceof Error) {
     const code = (gone as NodeJS.ErrnoException).code;
-    throw new Error(
+    return new Error(
       code === 'ENOENT'
         ? `cannot start redis: binary "${binary}" not found on PATH; ${INSTALL_HINT}`
         : `cannot start redis (${binary}): ${gone.message}; ${INSTALL_HINT}`,
       { cause: gone },
     );
   }
-  if (gone !== undefined) {
-    const how = gone.signal ? `signal ${gone.signal}` : `code ${gone.code}`;
-    const msg =
-      `redis-server (port ${port}) exited with ${how} before it was ready. ` +
-      `Output tail:\n${output.trimEnd()}\n(${INSTALL_HINT})`;
-    throw output.includes('Address already in use') ? new PortInUseError(msg) : new Error(msg);
-  }
-  if (!ready) {
-    await terminate(child, goneP);
-    throw new Error(
-      `redis-server (port ${port}) did not answer PING within ${READY_TIMEOUT_MS} ms. Output tail:\n${output}`,
-    );
-  }
-
-  let stopping: Promise<void> | undefined;
-  return {
-    host: HOST,
-    port,
-    url: `redis://${HOST}:${port}`,
-    pid: child.pid as number,
-    dir,
-    stop: () => (stopping ??= terminate(child, goneP)),
-  };
+  const how = gone.signal ? `signal ${gone.signal}` : `code ${gone.code}`;
+  const msg =
+    `redis-server (port ${port}) exited with ${how} before it was ready. ` +
+    `Output tail:\n${output.trimEnd()}\n(${INSTALL_HINT})`;
+  return output.includes('Address already in use') ? new PortInUseError(msg) : new Error(msg);
 }
 
 /**
