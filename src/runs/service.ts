@@ -5,7 +5,7 @@ import type { AccessFlags, CustomerView } from '../catalog/types.js'
 import { entitlementsAt } from '../catalog/views.js'
 import type { Clock } from '../kernel/clock.js'
 import type { UsageEventRow } from '../events/types.js'
-import { failure, invalid, success, type Result } from '../kernel/errors.js'
+import { failure, invalid, success, type Failure, type Result } from '../kernel/errors.js'
 import { prepareEntitlementUsage } from '../entitlements/usage.js'
 import { formatUnits } from '../kernel/money.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
@@ -13,7 +13,7 @@ import { CURRENCIES, DEFAULT_CURRENCY, type WalletCurrency } from '../wallet/typ
 import { runFailure } from './errors.js'
 import { pricingOf, quantityOf, type FeaturePricing } from './pricing.js'
 import * as store from './redis.js'
-import { DEFAULT_RUN_TTL_MS, LEASE_GRACE_MS, type ConsumeReason, type ConsumeResponse, type EndStatus, type Run } from './types.js'
+import { DEFAULT_RUN_TTL_MS, LEASE_GRACE_MS, type ConsumeReason, type ConsumeResponse, type EndStatus, type Run, type RunMeta } from './types.js'
 
 export interface StartInput {
   customerId: string
@@ -74,18 +74,16 @@ export class RunService {
   private readonly usage = new Map<string, string>()
 
   /** `budgets`: where runs started with budgetKey lease from (without it, budgetKey is 412). */
-  constructor(private readonly redis: RedisClient, private readonly clock: Clock, private readonly budgets?: BudgetService) {}
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly clock: Clock,
+    private readonly budgets?: BudgetService,
+  ) {}
 
   /** POST /v1/runs/start. */
   async start(projectId: string, input: StartInput): Promise<Result<Run>> {
-    if (input.budgetKey !== undefined) {
-      if (input.parentRunId !== undefined) {
-        return invalid([{ path: '$.budgetKey', message: 'a child run reserves from its parent (and so from the budget its root leases from); budgetKey is for root runs' }])
-      }
-      if (!this.budgets) {
-        return failure('precondition_failed', 'budget_leases_not_supported', 'Runs leasing from a budget (budgetKey) are not available here: start the run without budgetKey to reserve from the customer\'s wallet.')
-      }
-    }
+    const refused = this.leaseRefusal(input)
+    if (refused) return refused
     const now = this.clock()
     let currency: string = input.currency ?? DEFAULT_CURRENCY
     if (input.parentRunId !== undefined && input.currency === undefined) {
@@ -94,12 +92,8 @@ export class RunService {
     }
     const exponent = CURRENCIES[currency as WalletCurrency].exponent
     const parentRunId = input.parentRunId ?? ''
-    const meta = {
-      customerId: input.customerId, workloadType: input.workloadType ?? 'agent', workloadId: input.workloadId ?? '', traceId: input.traceId ?? '',
-      parentRunId, startedAt: now,
-    }
-    const fingerprint = JSON.stringify([input.budgetAmountMinor, currency, parentRunId, input.ttlMs ?? null, meta.workloadType, meta.workloadId, meta.traceId,
-      ...(input.budgetKey === undefined ? [] : [input.budgetKey])])
+    const meta = runMetaOf(input, parentRunId, now)
+    const fingerprint = startFingerprint(input, currency, meta)
     const x = 8 - exponent
     const ttlMs = input.ttlMs ?? DEFAULT_RUN_TTL_MS
     let deadline = now + ttlMs
@@ -107,8 +101,12 @@ export class RunService {
     if (input.budgetKey !== undefined) {
       // The lease first (the budget's slot), then the run that names it (the project's slot).
       const leased = await this.budgets!.openLease(projectId, input.budgetKey, {
-        amount: BigInt(input.budgetAmountMinor) * 10n ** BigInt(x), ttlMs, expiresAt: deadline + LEASE_GRACE_MS, currency,
-        requestKey: `${input.customerId}|${input.idempotencyKey}`, fingerprint,
+        amount: BigInt(input.budgetAmountMinor) * 10n ** BigInt(x),
+        ttlMs,
+        expiresAt: deadline + LEASE_GRACE_MS,
+        currency,
+        requestKey: `${input.customerId}|${input.idempotencyKey}`,
+        fingerprint,
       })
       if (!leased.ok) return leased
       const l = leased.value
@@ -117,7 +115,15 @@ export class RunService {
       deadline = l.expiresAt - LEASE_GRACE_MS
     }
     const started = await store.startRun(this.redis, projectId, input.customerId, now, {
-      idempotencyKey: input.idempotencyKey, fingerprint, budget: input.budgetAmountMinor, x, currency, parentRunId, deadline, meta, lease,
+      idempotencyKey: input.idempotencyKey,
+      fingerprint,
+      budget: input.budgetAmountMinor,
+      x,
+      currency,
+      parentRunId,
+      deadline,
+      meta,
+      lease,
     })
     if (lease?.created && started.status !== 'ok') {
       // No run took the lease this call opened (a replayed run names an earlier lease): give it
@@ -126,11 +132,33 @@ export class RunService {
     }
     if (started.status !== 'ok' && started.status !== 'replayed') {
       return runFailure(started.status, {
-        customerId: input.customerId, parentRunId, currency, budgetAmountMinor: input.budgetAmountMinor, budgetKey: input.budgetKey,
+        customerId: input.customerId,
+        parentRunId,
+        currency,
+        budgetAmountMinor: input.budgetAmountMinor,
+        budgetKey: input.budgetKey,
       })
     }
     await this.settleIfEnded(projectId, started.run!)
     return success(toRun(started.run!))
+  }
+
+  /** A start with budgetKey: only for a root run, and only where budgets are wired in. */
+  private leaseRefusal(input: StartInput): Failure | undefined {
+    if (input.budgetKey === undefined) return undefined
+    if (input.parentRunId !== undefined) {
+      return invalid([
+        { path: '$.budgetKey', message: 'a child run reserves from its parent (and so from the budget its root leases from); budgetKey is for root runs' },
+      ])
+    }
+    if (!this.budgets) {
+      return failure(
+        'precondition_failed',
+        'budget_leases_not_supported',
+        "Runs leasing from a budget (budgetKey) are not available here: start the run without budgetKey to reserve from the customer's wallet.",
+      )
+    }
+    return undefined
   }
 
   /** GET /v1/runs/get/{runId} (a run past its deadline is expired on the way). */
@@ -185,7 +213,12 @@ export class RunService {
    * arguments, or why the event is refused before any script runs.
    */
   private priceEvent(
-    projectId: string, runId: string, index: { customerId: string; currency: string }, state: CustomerPricing, input: ConsumeInput, now: number,
+    projectId: string,
+    runId: string,
+    index: { customerId: string; currency: string },
+    state: CustomerPricing,
+    input: ConsumeInput,
+    now: number,
   ): Result<PricedEvent> {
     const entitlement = entitlementOf(state, input.featureSlug, now)
     const pricing = entitlement ? pricingOf(entitlement) : undefined
@@ -199,7 +232,7 @@ export class RunService {
       quantity = q
     }
     const usageKey = `${projectId}\n${runId}\n${input.featureSlug}`
-    const usageBefore = pricing && !pricing.linear ? this.usage.get(usageKey) ?? '0' : '0'
+    const usageBefore = pricing && !pricing.linear ? (this.usage.get(usageKey) ?? '0') : '0'
     const usageAfter = pricing && !pricing.linear ? (BigInt(usageBefore) + quantity).toString() : '0'
     const ledger = !pricing ? 0n : pricing.linear ? pricing.cost(quantity) : pricing.cost(BigInt(usageAfter))
     // No run holds more than 2^53 − 1 minor units: an event (or, tiered, the feature's total)
@@ -210,15 +243,24 @@ export class RunService {
     }
     const usageRow = usageRowOf(projectId, index.customerId, runId, input, pricing, quantity, now)
     // The quantity against the customer's grants (src/entitlements): checked, and counted when accepted, in the same script.
-    const counting = entitlement && state.view
-      ? prepareEntitlementUsage(projectId, { view: state.view, flags: state.flags }, input.featureSlug, quantity, now, 'check', usageRow.ts_ms)?.args
-      : undefined
+    const counting =
+      entitlement && state.view
+        ? prepareEntitlementUsage(projectId, { view: state.view, flags: state.flags }, input.featureSlug, quantity, now, 'check', usageRow.ts_ms)?.args
+        : undefined
     return success({
       usageKey,
       args: {
-        idempotencyKey: input.idempotencyKey, featureSlug: input.featureSlug, entitled: pricing !== undefined,
-        mode: pricing && !pricing.linear ? 'set' : 'add', ledger, catalogVersion: state.catalogVersion, subscriptionStatus: state.subscriptionStatus,
-        usageBefore, usageAfter, row: JSON.stringify(usageRow), ...(counting ? { counting } : {}),
+        idempotencyKey: input.idempotencyKey,
+        featureSlug: input.featureSlug,
+        entitled: pricing !== undefined,
+        mode: pricing && !pricing.linear ? 'set' : 'add',
+        ledger,
+        catalogVersion: state.catalogVersion,
+        subscriptionStatus: state.subscriptionStatus,
+        usageBefore,
+        usageAfter,
+        row: JSON.stringify(usageRow),
+        ...(counting ? { counting } : {}),
       },
     })
   }
@@ -234,7 +276,8 @@ export class RunService {
       // The tree's consumption so far into the budget: a second round trip (another slot). A
       // report that fails is repaired by the next one or by the end's settlement (each carries
       // the total, not a difference), so the accepted event stands.
-      await this.budgets?.reportLeaseProgress(projectId, run.lease.budgetKey, run.lease.number, BigInt(applied.treeConsumed) * 10n ** BigInt(8 - exponentOf(run.currency)))
+      await this.budgets
+        ?.reportLeaseProgress(projectId, run.lease.budgetKey, run.lease.number, BigInt(applied.treeConsumed) * 10n ** BigInt(8 - exponentOf(run.currency)))
         .catch(() => undefined)
     } else if (reason === 'expired') {
       await this.settleIfEnded(projectId, run)
@@ -331,7 +374,13 @@ function entitlementOf(state: CustomerPricing, featureSlug: string, now: number)
 
 /** The usage_events row an accepted consume journals (src/runs/README.md "Reasons", accepted). */
 function usageRowOf(
-  projectId: string, customerId: string, runId: string, input: ConsumeInput, pricing: FeaturePricing | undefined, quantity: bigint, now: number,
+  projectId: string,
+  customerId: string,
+  runId: string,
+  input: ConsumeInput,
+  pricing: FeaturePricing | undefined,
+  quantity: bigint,
+  now: number,
 ): UsageEventRow {
   return {
     event_id: input.id ?? `${runId}:${input.idempotencyKey}`,
@@ -370,4 +419,30 @@ const MAX_RUN_LEDGER = [0, 1, 2, 3, 4, 5, 6, 7, 8].map((x) => BigInt(Number.MAX_
 
 function exponentOf(currency: string): number {
   return CURRENCIES[currency as WalletCurrency]?.exponent ?? 2
+}
+
+/** The static fields a started run keeps beside its counters. */
+function runMetaOf(input: StartInput, parentRunId: string, now: number): RunMeta {
+  return {
+    customerId: input.customerId,
+    workloadType: input.workloadType ?? 'agent',
+    workloadId: input.workloadId ?? '',
+    traceId: input.traceId ?? '',
+    parentRunId,
+    startedAt: now,
+  }
+}
+
+/** What makes two starts with one idempotency key the same request. */
+function startFingerprint(input: StartInput, currency: string, meta: RunMeta): string {
+  return JSON.stringify([
+    input.budgetAmountMinor,
+    currency,
+    meta.parentRunId,
+    input.ttlMs ?? null,
+    meta.workloadType,
+    meta.workloadId,
+    meta.traceId,
+    ...(input.budgetKey === undefined ? [] : [input.budgetKey]),
+  ])
 }

@@ -35,57 +35,23 @@ export interface NotificationWorker {
  * subscribed to the type, ends its deliveries (completed, skipped).
  */
 export function startNotificationWorker(input: NotificationWorkerOptions): NotificationWorker {
-  const { connection, webhooks, clock, logger, options } = input
+  const { connection, webhooks, logger, options } = input
   const deliveryQueue = new Queue<DeliveryJobData>(options.deliveryQueueName, { connection, prefix: QUEUE_PREFIX })
 
-  const fanOut = async (job: Job<Notification>): Promise<{ deliveries: number }> => {
-    const notification = { ...job.data, id: job.data.id ?? `ntf_job_${job.id}` }
-    const endpoints = (await webhooks.endpoints(notification.projectId)).filter((e) => e.enabled && e.events.includes(notification.type))
-    if (endpoints.length === 0) return { deliveries: 0 }
-    await deliveryQueue.addBulk(endpoints.map((endpoint) => {
-      const deliveryId = deliveryIdOf(notification.id, endpoint.id)
-      return {
-        name: notification.type,
-        data: { deliveryId, endpointId: endpoint.id, notification },
-        opts: {
-          jobId: deliveryId,
-          attempts: options.attempts,
-          backoff: { type: 'exponential', delay: options.backoffMs },
-          removeOnComplete: 1000,
-          removeOnFail: 5000,
-        },
-      }
-    }))
-    return { deliveries: endpoints.length }
-  }
-
-  const deliver = async (job: Job<DeliveryJobData>): Promise<{ delivered: boolean; status?: number | null; skipped?: string }> => {
-    const { deliveryId, endpointId, notification } = job.data
-    const endpoint = await webhooks.endpoint(notification.projectId, endpointId)
-    if (!endpoint) return { delivered: false, skipped: 'endpoint deleted' }
-    if (!endpoint.enabled) return { delivered: false, skipped: 'endpoint disabled' }
-    if (!endpoint.events.includes(notification.type)) return { delivered: false, skipped: 'endpoint no longer subscribed' }
-    const result = await attemptDelivery({
-      url: endpoint.url, secret: endpoint.secret, type: notification.type, deliveryId,
-      body: payloadOf(notification), nowS: Math.floor(clock() / 1000), timeoutMs: options.timeoutMs,
-    })
-    if (result.ok) return { delivered: true, status: result.status }
-    const attempts = job.opts.attempts ?? 1
-    if (job.attemptsMade + 1 < attempts) throw new Error(`delivery ${deliveryId} to ${endpoint.url}: ${result.error}`)
-    await webhooks.recordFailure(notification.projectId, {
-      deliveryId, endpointId, url: endpoint.url, notificationId: notification.id, type: notification.type, attempts,
-      lastStatus: result.status, lastError: result.error ?? 'failed', failedAt: clock(), notification,
-    }, options.failedKept)
-    logger.error({ deliveryId, endpointId, url: endpoint.url, attempts, error: result.error }, 'webhook delivery failed every attempt: recorded in the failed list')
-    return { delivered: false, status: result.status }
-  }
+  const fanOut = fanOutTo(deliveryQueue, webhooks, options)
+  const deliver = deliverWith(input)
 
   const notifications = new Worker<Notification>(options.queueName, fanOut, { connection, prefix: QUEUE_PREFIX, concurrency: 4 })
   const deliveries = new Worker<DeliveryJobData>(options.deliveryQueueName, deliver, { connection, prefix: QUEUE_PREFIX, concurrency: options.concurrency })
   notifications.on('error', (err) => logger.error({ err }, 'notification worker error'))
   deliveries.on('error', (err) => logger.error({ err }, 'webhook delivery worker error'))
   notifications.on('failed', (job, err) => logger.warn({ err, jobId: job?.id }, 'notification fan-out attempt failed'))
-  deliveries.on('failed', (job, err) => logger.warn({ err: err.message, jobId: job?.id, attemptsMade: job?.attemptsMade }, 'webhook delivery attempt failed (retried with backoff while attempts remain)'))
+  deliveries.on('failed', (job, err) =>
+    logger.warn(
+      { err: err.message, jobId: job?.id, attemptsMade: job?.attemptsMade },
+      'webhook delivery attempt failed (retried with backoff while attempts remain)',
+    ),
+  )
   return {
     notifications,
     deliveries,
@@ -94,5 +60,75 @@ export function startNotificationWorker(input: NotificationWorkerOptions): Notif
       await deliveries.close()
       await deliveryQueue.close()
     },
+  }
+}
+
+/** The fan-out processor: one delivery job per endpoint subscribed to the notification's type. */
+function fanOutTo(deliveryQueue: Queue<DeliveryJobData>, webhooks: NotificationWorkerOptions['webhooks'], options: NotificationWorkerOptions['options']) {
+  return async (job: Job<Notification>): Promise<{ deliveries: number }> => {
+    const notification = { ...job.data, id: job.data.id ?? `ntf_job_${job.id}` }
+    const endpoints = (await webhooks.endpoints(notification.projectId)).filter((e) => e.enabled && e.events.includes(notification.type))
+    if (endpoints.length === 0) return { deliveries: 0 }
+    await deliveryQueue.addBulk(
+      endpoints.map((endpoint) => {
+        const deliveryId = deliveryIdOf(notification.id, endpoint.id)
+        return {
+          name: notification.type,
+          data: { deliveryId, endpointId: endpoint.id, notification },
+          opts: {
+            jobId: deliveryId,
+            attempts: options.attempts,
+            backoff: { type: 'exponential', delay: options.backoffMs },
+            removeOnComplete: 1000,
+            removeOnFail: 5000,
+          },
+        }
+      }),
+    )
+    return { deliveries: endpoints.length }
+  }
+}
+
+/** The delivery processor: POSTs one signed notification; the last failed attempt is recorded, not thrown. */
+function deliverWith({ webhooks, clock, logger, options }: NotificationWorkerOptions) {
+  return async (job: Job<DeliveryJobData>): Promise<{ delivered: boolean; status?: number | null; skipped?: string }> => {
+    const { deliveryId, endpointId, notification } = job.data
+    const endpoint = await webhooks.endpoint(notification.projectId, endpointId)
+    if (!endpoint) return { delivered: false, skipped: 'endpoint deleted' }
+    if (!endpoint.enabled) return { delivered: false, skipped: 'endpoint disabled' }
+    if (!endpoint.events.includes(notification.type)) return { delivered: false, skipped: 'endpoint no longer subscribed' }
+    const result = await attemptDelivery({
+      url: endpoint.url,
+      secret: endpoint.secret,
+      type: notification.type,
+      deliveryId,
+      body: payloadOf(notification),
+      nowS: Math.floor(clock() / 1000),
+      timeoutMs: options.timeoutMs,
+    })
+    if (result.ok) return { delivered: true, status: result.status }
+    const attempts = job.opts.attempts ?? 1
+    if (job.attemptsMade + 1 < attempts) throw new Error(`delivery ${deliveryId} to ${endpoint.url}: ${result.error}`)
+    await webhooks.recordFailure(
+      notification.projectId,
+      {
+        deliveryId,
+        endpointId,
+        url: endpoint.url,
+        notificationId: notification.id,
+        type: notification.type,
+        attempts,
+        lastStatus: result.status,
+        lastError: result.error ?? 'failed',
+        failedAt: clock(),
+        notification,
+      },
+      options.failedKept,
+    )
+    logger.error(
+      { deliveryId, endpointId, url: endpoint.url, attempts, error: result.error },
+      'webhook delivery failed every attempt: recorded in the failed list',
+    )
+    return { delivered: false, status: result.status }
   }
 }
