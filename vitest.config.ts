@@ -1,4 +1,4 @@
-import { defineConfig } from 'vitest/config';
+import { defineConfig } from 'vitest/config'
 
 // Options every project repeats. Projects do not `extends: true` the root on
 // purpose: that would copy the root globalSetup into each project and start
@@ -9,9 +9,9 @@ const shared = {
   pool: 'forks',
   testTimeout: 30_000,
   hookTimeout: 60_000,
-} as const;
+} as const
 
-const projects = ['unit', 'integration', 'property', 'faults'] as const;
+const projects = ['unit', 'integration', 'property', 'faults'] as const
 
 export default defineConfig({
   test: {
@@ -25,4 +25,4 @@ export default defineConfig({
       test: { name, include: [`test/${name}/**/*.test.ts`], ...shared },
     })),
   },
-});
+})

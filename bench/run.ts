@@ -4,8 +4,8 @@
 // a pass/fail test (targets are labelled PASS/MISS for information and the
 // exit code does not depend on them).
 
-import { OPTIONS_HELP, parseOptions, type BenchOptions } from './lib/options.js';
-import { stopAll } from './lib/proc.js';
+import { OPTIONS_HELP, parseOptions, type BenchOptions } from './lib/options.js'
+import { stopAll } from './lib/proc.js'
 
 // Scenarios are loaded lazily so one scenario's imports cannot break another.
 const SCENARIOS: Record<string, { about: string; run: (o: BenchOptions) => Promise<void> }> = {
@@ -17,74 +17,74 @@ const SCENARIOS: Record<string, { about: string; run: (o: BenchOptions) => Promi
     about: 'usage events: accepted/s (record, record-batch), drained/s into ClickHouse, lag p99, vs BullMQ add and ClickHouse insert',
     run: async (o) => (await import('./ingest.js')).runIngest(o),
   },
-};
+}
 
 function usage(): string {
   const list = Object.entries(SCENARIOS)
     .map(([name, s]) => `  ${name.padEnd(10)} ${s.about}`)
-    .join('\n');
-  return `usage: npm run bench -- <scenario> [options]\n\nscenarios:\n${list}\n\n${OPTIONS_HELP}`;
+    .join('\n')
+  return `usage: npm run bench -- <scenario> [options]\n\nscenarios:\n${list}\n\n${OPTIONS_HELP}`
 }
 
 /** Moves `--store`, `--batch-size`, `--batch-connections` into STORE, BATCH_SIZE, BATCH_CONNECTIONS; returns the rest. */
 function ingestFlags(argv: string[]): string[] {
-  const map: Record<string, string> = { '--store': 'STORE', '--batch-size': 'BATCH_SIZE', '--batch-connections': 'BATCH_CONNECTIONS' };
-  const rest: string[] = [];
+  const map: Record<string, string> = { '--store': 'STORE', '--batch-size': 'BATCH_SIZE', '--batch-connections': 'BATCH_CONNECTIONS' }
+  const rest: string[] = []
   for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    const eq = a.indexOf('=');
-    const flag = eq > 0 ? a.slice(0, eq) : a;
-    const env = map[flag];
+    const a = argv[i]!
+    const eq = a.indexOf('=')
+    const flag = eq > 0 ? a.slice(0, eq) : a
+    const env = map[flag]
     if (!env) {
-      rest.push(a);
-      continue;
+      rest.push(a)
+      continue
     }
-    const v = eq > 0 ? a.slice(eq + 1) : argv[++i];
-    if (v === undefined) throw new Error(`missing value for ${flag}`);
-    process.env[env] = v;
+    const v = eq > 0 ? a.slice(eq + 1) : argv[++i]
+    if (v === undefined) throw new Error(`missing value for ${flag}`)
+    process.env[env] = v
   }
-  return rest;
+  return rest
 }
 
 async function main(): Promise<number> {
-  const [name, ...rest] = process.argv.slice(2);
+  const [name, ...rest] = process.argv.slice(2)
   if (name === '-h' || name === '--help') {
-    console.log(usage());
-    return 0;
+    console.log(usage())
+    return 0
   }
-  const scenario = name ? SCENARIOS[name] : undefined;
+  const scenario = name ? SCENARIOS[name] : undefined
   if (!scenario) {
-    console.error(`${name ? `unknown scenario: ${name}\n\n` : ''}${usage()}`);
-    return 2;
+    console.error(`${name ? `unknown scenario: ${name}\n\n` : ''}${usage()}`)
+    return 2
   }
-  let opts: BenchOptions;
+  let opts: BenchOptions
   try {
     // The ingest scenario's own flags go through the environment (see bench/README.md).
-    if (name === 'ingest') rest.splice(0, rest.length, ...ingestFlags(rest));
-    opts = parseOptions(rest);
+    if (name === 'ingest') rest.splice(0, rest.length, ...ingestFlags(rest))
+    opts = parseOptions(rest)
   } catch (err) {
-    console.error(`${(err as Error).message}\n\n${usage()}`);
-    return 2;
+    console.error(`${(err as Error).message}\n\n${usage()}`)
+    return 2
   }
   if (opts.pipelining !== 1) {
     console.warn(
       `warning: pipelining ${opts.pipelining}: uWS does not pipeline async responses and settle needs the ` +
         `authorize's holdId first, so figures will not be comparable; use -p 1`,
-    );
+    )
   }
   // Ctrl-C: stop the servers we started before leaving.
   process.once('SIGINT', () => {
-    void stopAll().finally(() => process.exit(130));
-  });
-  await scenario.run(opts);
-  return 0;
+    void stopAll().finally(() => process.exit(130))
+  })
+  await scenario.run(opts)
+  return 0
 }
 
 main().then(
   (code) => process.exit(code),
   async (err: unknown) => {
-    console.error(err instanceof Error ? (err.stack ?? err.message) : err);
-    await stopAll();
-    process.exit(1);
+    console.error(err instanceof Error ? (err.stack ?? err.message) : err)
+    await stopAll()
+    process.exit(1)
   },
-);
+)

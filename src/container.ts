@@ -143,24 +143,49 @@ export interface Background {
  * the journal drain, the invoice worker and webhook delivery, each when its option asks for it.
  * The gateway runs it in-process; `npm run worker` runs it alone for scale-out.
  */
-export function startBackground(container: Container, clickhouse: ClickHouseStore | undefined, options: BackgroundOptions & { redis: RedisClient; clock: Clock; logger: Logger }): Background {
+export function startBackground(
+  container: Container,
+  clickhouse: ClickHouseStore | undefined,
+  options: BackgroundOptions & { redis: RedisClient; clock: Clock; logger: Logger },
+): Background {
   const { services, logger } = container
   const { redis, clock } = options
   const onSweepError = (what: string) => (err: unknown) => logger.error({ err }, `${what} expiry sweep failed`)
-  const stopSweeps = options.sweepIntervalMs > 0
-    ? [startHoldExpiry(redis, services.budgets, options.sweepIntervalMs, onSweepError('hold')), startRunExpiry(redis, services.runs, options.sweepIntervalMs, onSweepError('run'))]
-    : []
+  const stopSweeps =
+    options.sweepIntervalMs > 0
+      ? [
+          startHoldExpiry(redis, services.budgets, options.sweepIntervalMs, onSweepError('hold')),
+          startRunExpiry(redis, services.runs, options.sweepIntervalMs, onSweepError('run')),
+        ]
+      : []
   const ingest = clickhouse && options.ingest ? startIngest(container, clickhouse, options.redisUrl, logger) : undefined
   // Other gateways and `npm run worker` may drain too: claims keep them off each other's lists.
-  const journal = clickhouse && options.journalIntervalMs > 0
-    ? startJournalWorker({ redis, store: clickhouse, logger, intervalMs: options.journalIntervalMs, ...(options.journalMatch === undefined ? {} : { match: options.journalMatch }) })
-    : undefined
+  const journal =
+    clickhouse && options.journalIntervalMs > 0
+      ? startJournalWorker({
+          redis,
+          store: clickhouse,
+          logger,
+          intervalMs: options.journalIntervalMs,
+          ...(options.journalMatch === undefined ? {} : { match: options.journalMatch }),
+        })
+      : undefined
   // Ended billing cycles into invoices (src/invoices/README.md); any number of workers may run.
-  const invoices = clickhouse && options.invoiceIntervalMs > 0
-    ? startInvoiceWorker({ invoices: services.invoices, clock, logger, intervalMs: options.invoiceIntervalMs })
-    : undefined
+  const invoices =
+    clickhouse && options.invoiceIntervalMs > 0
+      ? startInvoiceWorker({ invoices: services.invoices, clock, logger, intervalMs: options.invoiceIntervalMs })
+      : undefined
   const delivery = options.deliver ? startDelivery(container, options.redisUrl, clock, logger) : undefined
-  logger.info({ ingest: ingest !== undefined, journal: journal !== undefined, invoices: invoices !== undefined, delivery: delivery !== undefined, sweeps: stopSweeps.length > 0 }, 'background work running')
+  logger.info(
+    {
+      ingest: ingest !== undefined,
+      journal: journal !== undefined,
+      invoices: invoices !== undefined,
+      delivery: delivery !== undefined,
+      sweeps: stopSweeps.length > 0,
+    },
+    'background work running',
+  )
   return {
     journal,
     invoices,

@@ -2,18 +2,18 @@
 // INFO commandstats (time spent inside commands) and the redis-server
 // process's CPU (which also covers parsing, networking and AOF writes).
 
-import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
-import { Redis } from 'ioredis';
-import { delay, freePort, HOST } from './proc.js';
+import { spawn } from 'node:child_process'
+import { mkdirSync } from 'node:fs'
+import { Redis } from 'ioredis'
+import { delay, freePort, HOST } from './proc.js'
 
 export interface BenchRedis {
-  url: string;
-  pid: number;
+  url: string
+  pid: number
   /** Separate admin connection used only for CONFIG RESETSTAT / INFO. */
-  admin: Redis;
-  version: string;
-  stop(): Promise<void>;
+  admin: Redis
+  version: string
+  stop(): Promise<void>
 }
 
 /**
@@ -22,75 +22,93 @@ export interface BenchRedis {
  * middle of a leg would be noise).
  */
 export async function startBenchRedis(dataDir: string): Promise<BenchRedis> {
-  mkdirSync(dataDir, { recursive: true });
-  let handle: { url: string; pid: number; stop(): Promise<void> };
+  mkdirSync(dataDir, { recursive: true })
+  let handle: { url: string; pid: number; stop(): Promise<void> }
   try {
     // Prefer the project's own launcher (same flags as production: AOF on,
     // appendfsync everysec). Imported lazily so the bench still works if it
     // is missing or broken while src/ is being written.
     const mod = (await import('../../src/infra/redis/embedded.js')) as {
       startRedisServer(o: { dataDir: string; appendOnly?: boolean; extraArgs?: string[] }): Promise<{
-        url: string;
-        pid: number;
-        stop(): Promise<void>;
-      }>;
-    };
+        url: string
+        pid: number
+        stop(): Promise<void>
+      }>
+    }
     handle = await mod.startRedisServer({
       dataDir,
       appendOnly: true,
       // Stated explicitly so the bench does not depend on the launcher's defaults.
       extraArgs: ['--appendfsync', 'everysec', '--auto-aof-rewrite-percentage', '0'],
-    });
+    })
   } catch (err) {
-    console.warn(`  (src/infra/redis/embedded.ts unusable: ${(err as Error).message.split('\n')[0]}; spawning redis-server directly)`);
-    handle = await spawnRedis(dataDir);
+    console.warn(`  (src/infra/redis/embedded.ts unusable: ${(err as Error).message.split('\n')[0]}; spawning redis-server directly)`)
+    handle = await spawnRedis(dataDir)
   }
-  const admin = new Redis(handle.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
-  const info = await admin.info('server');
-  const version = /redis_version:(\S+)/.exec(info)?.[1] ?? '?';
+  const admin = new Redis(handle.url, { lazyConnect: false, maxRetriesPerRequest: 1 })
+  const info = await admin.info('server')
+  const version = /redis_version:(\S+)/.exec(info)?.[1] ?? '?'
   return {
     ...handle,
     admin,
     version,
     stop: async () => {
-      admin.disconnect();
-      await handle.stop();
+      admin.disconnect()
+      await handle.stop()
     },
-  };
+  }
 }
 
 /** Fallback: spawn redis-server ourselves with the same flags. */
 async function spawnRedis(dataDir: string): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
-  const port = await freePort();
+  const port = await freePort()
   // auto-aof-rewrite off: a background rewrite (fork) mid-leg would be noise.
-  const args = ['--port', String(port), '--bind', HOST, '--dir', dataDir, '--save', '', '--appendonly', 'yes',
-    '--appendfsync', 'everysec', '--auto-aof-rewrite-percentage', '0', '--protected-mode', 'no', '--daemonize', 'no'];
-  const proc = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  proc.stdout.resume();
-  proc.stderr.resume();
-  const exited = new Promise<void>((r) => proc.once('close', () => r()));
-  const url = `redis://${HOST}:${port}`;
-  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    HOST,
+    '--dir',
+    dataDir,
+    '--save',
+    '',
+    '--appendonly',
+    'yes',
+    '--appendfsync',
+    'everysec',
+    '--auto-aof-rewrite-percentage',
+    '0',
+    '--protected-mode',
+    'no',
+    '--daemonize',
+    'no',
+  ]
+  const proc = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  proc.stdout.resume()
+  proc.stderr.resume()
+  const exited = new Promise<void>((r) => proc.once('close', () => r()))
+  const url = `redis://${HOST}:${port}`
+  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
   for (let i = 0; ; i++) {
     try {
-      await probe.connect();
-      await probe.ping();
-      probe.disconnect();
-      break;
+      await probe.connect()
+      await probe.ping()
+      probe.disconnect()
+      break
     } catch {
-      if (i > 100) throw new Error(`redis-server on ${port} did not start`);
-      await delay(50);
+      if (i > 100) throw new Error(`redis-server on ${port} did not start`)
+      await delay(50)
     }
   }
-  process.on('exit', () => proc.kill('SIGTERM'));
+  process.on('exit', () => proc.kill('SIGTERM'))
   return {
     url,
     pid: proc.pid ?? -1,
     stop: async () => {
-      proc.kill('SIGTERM');
-      await exited;
+      proc.kill('SIGTERM')
+      await exited
     },
-  };
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -98,20 +116,20 @@ async function spawnRedis(dataDir: string): Promise<{ url: string; pid: number; 
 
 /** Zero the command statistics; call right before the measured run. */
 export async function redisReset(r: BenchRedis): Promise<void> {
-  await r.admin.config('RESETSTAT');
+  await r.admin.config('RESETSTAT')
 }
 
 export interface CommandFigure {
-  calls: number;
-  usec: number;
-  callsPerReq: number;
-  usecPerReq: number;
-  usecPerCall: number;
+  calls: number
+  usec: number
+  callsPerReq: number
+  usecPerReq: number
+  usecPerCall: number
 }
 
 export interface RedisFigures {
   /** Per command, from INFO commandstats (the bench's own INFO/CONFIG excluded). */
-  commands: Record<string, CommandFigure>;
+  commands: Record<string, CommandFigure>
   /**
    * Redis 7 counts a command run from a Lua script (or inside MULTI/EXEC)
    * twice: in the script's own time AND under its own name. So the honest
@@ -121,48 +139,48 @@ export interface RedisFigures {
    *   high = the plain sum of everything (double-counts nested commands).
    * The target is checked against `low`: a script's time already includes the commands it runs.
    */
-  usecPerReqLow: number;
-  usecPerReqHigh: number;
+  usecPerReqLow: number
+  usecPerReqHigh: number
   /** usec_per_call of FCALL (the gateway's Lua runs as Redis Functions), else EVALSHA; null if none. */
-  scriptUsecPerCall: number | null;
+  scriptUsecPerCall: number | null
   /** CPU of the redis-server process per request (commands + parsing + network + AOF). */
-  cpuUsPerReq: number;
+  cpuUsPerReq: number
 }
 
-const CONTAINERS = /^(eval|evalsha|eval_ro|evalsha_ro|fcall|fcall_ro|exec)$/;
+const CONTAINERS = /^(eval|evalsha|eval_ro|evalsha_ro|fcall|fcall_ro|exec)$/
 // Commands the bench itself sends on the admin connection.
-const OURS = /^(info|config\|resetstat)$/;
+const OURS = /^(info|config\|resetstat)$/
 
 /** Reads the figures after the run; `cpuUs` is the redis-server CPU over the run (measured with the server's). */
 export async function redisFigures(r: BenchRedis, requests: number, cpuUs: number): Promise<RedisFigures> {
-  const text = await r.admin.info('commandstats');
-  const commands: Record<string, CommandFigure> = {};
-  let containers = 0;
-  let plain = 0;
+  const text = await r.admin.info('commandstats')
+  const commands: Record<string, CommandFigure> = {}
+  let containers = 0
+  let plain = 0
   for (const line of text.split(/\r?\n/)) {
-    const m = /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/.exec(line);
-    if (!m) continue;
-    const [, name, c, u] = m as unknown as [string, string, string, string];
-    if (OURS.test(name)) continue;
-    const calls = Number(c);
-    const usec = Number(u);
+    const m = /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/.exec(line)
+    if (!m) continue
+    const [, name, c, u] = m as unknown as [string, string, string, string]
+    if (OURS.test(name)) continue
+    const calls = Number(c)
+    const usec = Number(u)
     commands[name] = {
       calls,
       usec,
       callsPerReq: calls / requests,
       usecPerReq: usec / requests,
       usecPerCall: calls ? usec / calls : 0,
-    };
-    if (CONTAINERS.test(name)) containers += usec;
-    else plain += usec;
+    }
+    if (CONTAINERS.test(name)) containers += usec
+    else plain += usec
   }
-  const high = (containers + plain) / requests;
-  const low = containers > 0 ? containers / requests : high;
+  const high = (containers + plain) / requests
+  const low = containers > 0 ? containers / requests : high
   return {
     commands,
     usecPerReqLow: low,
     usecPerReqHigh: high,
     scriptUsecPerCall: (commands.fcall ?? commands.evalsha)?.usecPerCall ?? null,
     cpuUsPerReq: cpuUs / requests,
-  };
+  }
 }

@@ -126,10 +126,7 @@ export function forecastWindow(now: number): { from: number; to: number; days: n
  * the first row and after the last are not filled (an idle customer and a stalled pipeline look
  * the same; the forecast's warnings say so). `startCumulative`: usage before the first row.
  */
-export function accumulateDaily(
-  rows: { dayStartMs: number; usage: number; factIds?: string[] }[],
-  startCumulative = 0,
-): DailyCumulative[] {
+export function accumulateDaily(rows: { dayStartMs: number; usage: number; factIds?: string[] }[], startCumulative = 0): DailyCumulative[] {
   const byDay = new Map<number, { usage: number; factIds: string[] }>()
   for (const row of rows) {
     if (!Number.isFinite(row.usage) || !Number.isFinite(row.dayStartMs)) continue
@@ -255,9 +252,7 @@ export function forecastUsage(input: ForecastInput): ForecastResult {
     dataFrom: first ? first.dayStartMs : window.from,
     dataTo: last ? last.dayStartMs + DAY_MS : window.from,
   }
-  const evidence = days
-    .filter((d) => series.used.has(d))
-    .flatMap((d) => d.factIds.map((id) => ({ id, timestamp: d.dayStartMs })))
+  const evidence = days.filter((d) => series.used.has(d)).flatMap((d) => d.factIds.map((id) => ({ id, timestamp: d.dayStartMs })))
   dataWarnings(last, series, stats, window, warnings, nextActions)
   const answer = answerOf(subject, horizonDays, stats, last !== undefined)
 
@@ -369,9 +364,7 @@ function statistics(points: { x: number; y: number }[], horizonDays: number): St
 }
 
 /** Step 4: what is wrong with the data, appended to `warnings`, and what to do about it, to `nextActions`. */
-function dataWarnings(
-  last: Day | undefined, series: DailySeries, stats: Statistics, window: Window, warnings: string[], nextActions: string[],
-): void {
+function dataWarnings(last: Day | undefined, series: DailySeries, stats: Statistics, window: Window, warnings: string[], nextActions: string[]): void {
   const { observedDays, confidence } = stats
   if (!last) {
     warnings.push(`No usage data in the ${WINDOW_DAYS} days before today (${isoDay(window.from)} to ${isoDay(window.to - DAY_MS)}).`)
@@ -394,9 +387,7 @@ function dataWarnings(
     )
   }
   if (missing.length > 0) {
-    warnings.push(
-      `Gaps: no data on ${plural(missing.length, 'day')} (${missing.map(isoDay).join(', ')}); differences across a gap are not counted.`,
-    )
+    warnings.push(`Gaps: no data on ${plural(missing.length, 'day')} (${missing.map(isoDay).join(', ')}); differences across a gap are not counted.`)
   }
   if (confidence !== 'high' && observedDays > 0) {
     nextActions.push(`Treat this forecast as a rough estimate until ${HIGH_CONFIDENCE_DAYS} days of usage are observed (now ${observedDays}).`)
@@ -411,8 +402,7 @@ function answerOf(subject: string, horizonDays: number, stats: Statistics, hasDa
       ? `Not enough data to forecast ${subject}: no two consecutive days with usage facts in the last ${WINDOW_DAYS} days, so the next ${plural(horizonDays, 'day')} are projected at 0.`
       : `No usage data in the last ${WINDOW_DAYS} days, so ${subject} over the next ${plural(horizonDays, 'day')} is projected at 0.`
   }
-  const trend =
-    trendPerDay > 0 ? `rising by ${fmt(trendPerDay)} a day` : trendPerDay < 0 ? `falling by ${fmt(-trendPerDay)} a day` : 'with a flat trend'
+  const trend = trendPerDay > 0 ? `rising by ${fmt(trendPerDay)} a day` : trendPerDay < 0 ? `falling by ${fmt(-trendPerDay)} a day` : 'with a flat trend'
   return (
     `${subject[0]?.toUpperCase()}${subject.slice(1)} is projected at ${fmt(stats.projectedUsage)} over the next ${plural(horizonDays, 'day')}, ` +
     `from an average of ${fmt(stats.baselineUsage)} a day ${trend} (${plural(observedDays, 'observed day')}, ${stats.confidence} confidence).`
@@ -496,10 +486,13 @@ function limitOutcome(lim: ForecastLimit, c: LimitContext): LimitOutcome {
   if (remaining <= 0) {
     sentence = `The ${name} is already used up (${fmt(usedAmount)} used).`
     nextActions.push(
-      lim.kind === 'budget' ? 'Raise the budget limit or wait for its window to reset: usage is being denied or passes the limit.' : "Upgrade the customer's plan or grant more: the entitlement limit is used up.",
+      lim.kind === 'budget'
+        ? 'Raise the budget limit or wait for its window to reset: usage is being denied or passes the limit.'
+        : "Upgrade the customer's plan or grant more: the entitlement limit is used up.",
     )
   } else if (exhaustsAt !== null) {
-    sentence = `At the projected rate the ${name} (${fmt(remaining)} left) is used up around ${dateTime(exhaustsAt)}` +
+    sentence =
+      `At the projected rate the ${name} (${fmt(remaining)} left) is used up around ${dateTime(exhaustsAt)}` +
       `${within ? `, within the ${horizonDays}-day forecast` : ''}.`
     if (within) {
       nextActions.push(

@@ -71,7 +71,12 @@ export const UsageForecastRequest = Type.Object(
     feature_slug: Type.String({ minLength: 1, maxLength: 64, description: 'The feature whose usage is forecast.' }),
     period_key: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The billing period the forecast is for; echoed as periodKey.' })),
     horizon_days: Type.Optional(
-      Type.Integer({ minimum: 1, maximum: MAX_HORIZON_DAYS, default: DEFAULT_HORIZON_DAYS, description: `Days to project, today included; default ${DEFAULT_HORIZON_DAYS}.` }),
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_HORIZON_DAYS,
+        default: DEFAULT_HORIZON_DAYS,
+        description: `Days to project, today included; default ${DEFAULT_HORIZON_DAYS}.`,
+      }),
     ),
   },
   { additionalProperties: false },
@@ -89,14 +94,19 @@ export const ForecastLimitSchema = Type.Object(
   {
     kind: LimitKindSchema,
     id: Type.Optional(Type.String()),
-    budgetKey: Type.Optional(Type.String({ description: "For a budget's limit: the budget's key (`<customer_id>/<feature_slug>`, or `<customer_id>` when its unit is the feature's slug)." })),
+    budgetKey: Type.Optional(
+      Type.String({
+        description: "For a budget's limit: the budget's key (`<customer_id>/<feature_slug>`, or `<customer_id>` when its unit is the feature's slug).",
+      }),
+    ),
     window: Type.Optional(Type.String()),
     amount: Type.Number({ description: "The limit's amount in usage units." }),
     used: Type.Number({ description: 'Usage already counted against it.' }),
     remaining: Type.Number({ description: 'amount − used (negative once passed), 2 decimals.' }),
     resetsAt: Type.Optional(Type.Union([EpochMs(), Type.Null()], { description: "When the limit's window resets; null for never." })),
     exhaustsAt: Type.Union([EpochMs(), Type.Null()], {
-      description: 'When the limit is used up at the projected rate (now when already used up); null when not within a year, not before the reset, or without data.',
+      description:
+        'When the limit is used up at the projected rate (now when already used up); null when not within a year, not before the reset, or without data.',
     }),
     exhaustsWithinHorizon: Type.Boolean(),
   },
@@ -134,7 +144,11 @@ export const UsageForecastResponseSchema = Type.Object(
     baselineUsage: Statistic('Mean daily usage over the observed days, 2 decimals.'),
     trendPerDay: Statistic('Least-squares slope of daily usage over the day index, 2 decimals.'),
     periodKey: Type.Optional(Type.String()),
-    exhaustsAt: Type.Optional(Type.Union([EpochMs(), Type.Null()], { description: 'The earliest of limit.exhaustsAt and budget.exhaustsAt, when the customer has a limit or a budget for the feature.' })),
+    exhaustsAt: Type.Optional(
+      Type.Union([EpochMs(), Type.Null()], {
+        description: 'The earliest of limit.exhaustsAt and budget.exhaustsAt, when the customer has a limit or a budget for the feature.',
+      }),
+    ),
     limit: Type.Optional(ForecastLimitSchema),
     budget: Type.Optional(ForecastLimitSchema),
   },

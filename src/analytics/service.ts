@@ -54,8 +54,13 @@ export class AnalyticsService {
       const hard = limits.filter((l) => l.enforce === 'hard')
       // consumed + held summed exactly; numbers only at the forecast's boundary (it projects in numbers).
       return (hard.length > 0 ? hard : limits).map((l) => ({
-        kind: 'budget', budgetKey: key, id: l.id, window: l.window,
-        amount: Number(l.amount), used: Number(formatUnits(toQuantityUnits(l.consumed) + toQuantityUnits(l.held))), resetsAt: l.resetsAt,
+        kind: 'budget',
+        budgetKey: key,
+        id: l.id,
+        window: l.window,
+        amount: Number(l.amount),
+        used: Number(formatUnits(toQuantityUnits(l.consumed) + toQuantityUnits(l.held))),
+        resetsAt: l.resetsAt,
       }))
     }
     return []
@@ -99,9 +104,11 @@ export class AnalyticsService {
     const reset = e.featurePlanVersion.resetConfig
     const cycle = cycleAt(now, e.effectiveAt, e.expiresAt, { interval: reset.resetInterval, count: reset.resetIntervalCount, anchor: reset.resetAnchor }, zone)
     // Summed exactly (0.7 + 0.2 + 0.1 must reach a limit of 1); a number only once summed.
-    const used = Number((await this.usageBetween(projectId, customerId, cycle.start, now))
-      .filter((row) => row.feature_slug === featureSlug)
-      .reduce((sum, row) => addDecimals(sum, row.usage), '0'))
+    const used = Number(
+      (await this.usageBetween(projectId, customerId, cycle.start, now))
+        .filter((row) => row.feature_slug === featureSlug)
+        .reduce((sum, row) => addDecimals(sum, row.usage), '0'),
+    )
     return { kind: 'entitlement', id: e.id, amount, used, window: reset.resetInterval, resetsAt: cycle.end >= FOREVER_MS ? null : cycle.end }
   }
 
@@ -123,7 +130,10 @@ export class AnalyticsService {
   }
 
   /** The price callback of usage(): reads the entitlements and their plan versions' currencies once, then rates synchronously. */
-  private async spendingPricer(projectId: string, customerId: string): Promise<((row: { feature_slug: string; usage: number; exact: string }) => PricedUsage | null) | undefined> {
+  private async spendingPricer(
+    projectId: string,
+    customerId: string,
+  ): Promise<((row: { feature_slug: string; usage: number; exact: string }) => PricedUsage | null) | undefined> {
     const entitlements = await this.entitlements.listEntitlements(projectId, customerId)
     if (!entitlements.ok) return undefined
     const currencies = new Map<string, string>()

@@ -136,12 +136,7 @@ function spendingOf(priced: PricedUsage | null | undefined): Spending {
  * sorted by feature slug. `price` gives the spending of a feature's usage; without it, or when
  * it answers null, spending is zero in USD.
  */
-export function shapeUsageRows(input: {
-  projectId: string
-  customerId: string
-  rows: AggregatedUsage[]
-  price?: PriceUsage
-}): UsageRow[] {
+export function shapeUsageRows(input: { projectId: string; customerId: string; rows: AggregatedUsage[]; price?: PriceUsage }): UsageRow[] {
   // Summed exactly as decimal strings: the number the spec's row carries is made from the total.
   const totals = new Map<string, string>()
   for (const row of input.rows) {

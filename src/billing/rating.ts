@@ -65,7 +65,6 @@ export function toQuantityUnits(value: string | bigint): bigint {
   return BigInt(m[1]!) * UNITS_PER_ONE + BigInt((m[2] ?? '').padEnd(SCALE, '0'))
 }
 
-
 /** The exact value of a dinero snapshot. */
 export function priceOf(price: Price): Exact {
   const { amount, scale } = price.dinero
@@ -142,13 +141,21 @@ function packageLines(config: FeatureConfig, quantity: bigint): RatingLine[] {
   const packages = (quantity + perPackage - 1n) / perPackage
   if (packages === 0n) return []
   const count = packages * UNITS_PER_ONE
-  return [line(`${formatQuantity(packages * UNITS_PER_ONE)} package(s) of ${size} (${formatQuantity(quantity)} used) × ${price.displayAmount}`, count, price, times(count, priceOf(price)))]
+  return [
+    line(
+      `${formatQuantity(packages * UNITS_PER_ONE)} package(s) of ${size} (${formatQuantity(quantity)} used) × ${price.displayAmount}`,
+      count,
+      price,
+      times(count, priceOf(price)),
+    ),
+  ]
 }
 
 /** The tier's bounds in units: (start, end] with start = (firstUnit − 1) · 10^8, end null when open. */
 function bounds(tier: Tier, last: boolean): { start: bigint; end: bigint | null } {
   if (!Number.isSafeInteger(tier.firstUnit) || tier.firstUnit < 1) throw new RangeError(`tier firstUnit must be a positive integer: ${tier.firstUnit}`)
-  if (tier.lastUnit !== null && (!Number.isSafeInteger(tier.lastUnit) || tier.lastUnit < tier.firstUnit)) throw new RangeError(`tier lastUnit out of order: ${tier.lastUnit}`)
+  if (tier.lastUnit !== null && (!Number.isSafeInteger(tier.lastUnit) || tier.lastUnit < tier.firstUnit))
+    throw new RangeError(`tier lastUnit out of order: ${tier.lastUnit}`)
   // The last tier takes every unit past it, even when it names a lastUnit (no quantity is unpriced).
   return { start: BigInt(tier.firstUnit - 1) * UNITS_PER_ONE, end: last || tier.lastUnit === null ? null : BigInt(tier.lastUnit) * UNITS_PER_ONE }
 }

@@ -23,7 +23,11 @@ async function main(argv: string[]): Promise<number> {
     args: argv,
     allowPositionals: true,
     options: {
-      name: { type: 'string' }, project: { type: 'string' }, scopes: { type: 'string' }, 'expires-at': { type: 'string' }, 'dry-run': { type: 'boolean' },
+      name: { type: 'string' },
+      project: { type: 'string' },
+      scopes: { type: 'string' },
+      'expires-at': { type: 'string' },
+      'dry-run': { type: 'boolean' },
     },
   })
   const [noun, verb, arg] = positionals
@@ -80,7 +84,10 @@ function fail(message: string): number {
   return 1
 }
 
-main(process.argv.slice(2)).then((code) => process.exit(code), (err: unknown) => {
-  console.error(err instanceof Error ? err.message : err)
-  process.exit(1)
-})
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err instanceof Error ? err.message : err)
+    process.exit(1)
+  },
+)

@@ -78,7 +78,11 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
   // Setup links name the gateway's public URL; without METERING_PUBLIC_URL, the address it listens on.
   let listeningUrl = ''
   const container = buildServices({
-    config, redis, clock, logger, clickhouse,
+    config,
+    redis,
+    clock,
+    logger,
+    clickhouse,
     events: overrides.events,
     notifications: overrides.notifications,
     publicUrl: () => config.publicUrl ?? listeningUrl,
@@ -100,7 +104,10 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
   const server = await listen(app, config.host, config.port)
   listeningUrl = `http://${hostForUrl(config.host)}:${server.port}`
   const background = startBackground(container, clickhouse, {
-    redis, redisUrl, clock, logger,
+    redis,
+    redisUrl,
+    clock,
+    logger,
     ingest: config.ingestWorker,
     journalIntervalMs: config.journalIntervalMs,
     journalMatch: overrides.journalMatch,
@@ -125,7 +132,10 @@ function gatewayHandle(
   background: { journal: JournalWorker | undefined; invoices: InvoiceWorker | undefined },
   close: () => Promise<void>,
 ): Gateway {
-  const { redis, container: { services } } = parts
+  const {
+    redis,
+    container: { services },
+  } = parts
   return {
     port: parts.port,
     redis,
@@ -152,7 +162,10 @@ async function openStores(config: Config, overrides: GatewayOverrides, logger: L
   try {
     embedded = config.redisUrl ? undefined : await startEmbeddedRedis(config.dataDir)
   } catch (err) {
-    await clickhouseP.then((store) => store?.close(), () => {})
+    await clickhouseP.then(
+      (store) => store?.close(),
+      () => {},
+    )
     throw err
   }
   if (embedded) logger.info({ url: embedded.url, dir: embedded.dir }, 'started embedded redis-server (AOF)')
@@ -186,7 +199,13 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
         if (stopping) return
         stopping = true
         logger.info({ signal }, 'stopping')
-        gateway.close().then(() => process.exit(0), (err: unknown) => { logger.error({ err }, 'stop failed'); process.exit(1) })
+        gateway.close().then(
+          () => process.exit(0),
+          (err: unknown) => {
+            logger.error({ err }, 'stop failed')
+            process.exit(1)
+          },
+        )
       }
       process.on('SIGINT', () => stop('SIGINT'))
       process.on('SIGTERM', () => stop('SIGTERM'))

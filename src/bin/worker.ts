@@ -23,7 +23,9 @@ if (!config.redisUrl) {
   process.exit(1)
 }
 if (!config.clickhouseUrl) {
-  logger.fatal('CLICKHOUSE_URL must be set: the embedded chDB of METERING_DATA_DIR belongs to the gateway process (one process per data directory); without a ClickHouse server, let `npm start` drain events in-process')
+  logger.fatal(
+    'CLICKHOUSE_URL must be set: the embedded chDB of METERING_DATA_DIR belongs to the gateway process (one process per data directory); without a ClickHouse server, let `npm start` drain events in-process',
+  )
   process.exit(1)
 }
 const store = await openHistory(config)
@@ -42,7 +44,10 @@ const background = startBackground(container, store, {
   sweepIntervalMs: config.sweepIntervalMs || 5000,
   deliver: true,
 })
-logger.info({ clickhouse: store.kind, database: store.database, concurrency: config.ingestConcurrency }, 'metering worker running (hold expiry, ingest into ClickHouse, journal outbox into ClickHouse, limit checks, webhook delivery)')
+logger.info(
+  { clickhouse: store.kind, database: store.database, concurrency: config.ingestConcurrency },
+  'metering worker running (hold expiry, ingest into ClickHouse, journal outbox into ClickHouse, limit checks, webhook delivery)',
+)
 
 const stop = async () => {
   await background.close()

@@ -44,8 +44,13 @@ export function balanceOf(snap: BudgetState, now: number): Balance {
     const remaining = l.amount - l.consumed - snap.held
     if (l.enforce === 'hard' && (least === undefined || remaining < least)) least = remaining
     return {
-      id: l.id, window: l.window, enforce: l.enforce,
-      amount: formatUnits(l.amount), consumed: formatUnits(l.consumed), held, remaining: formatUnits(remaining),
+      id: l.id,
+      window: l.window,
+      enforce: l.enforce,
+      amount: formatUnits(l.amount),
+      consumed: formatUnits(l.consumed),
+      held,
+      remaining: formatUnits(remaining),
       resetsAt: l.resetsAt,
     }
   })

@@ -15,7 +15,17 @@ export const BUDGET_SCRIPT_STATUSES = {
   closeHold: ['ok', 'replayed', 'budget_not_found', 'hold_not_found', 'exceeds_hold_amount', 'hold_already_released', 'hold_expired', 'hold_already_settled'],
   chargeBudget: ['ok', 'replayed', 'budget_not_found', 'idempotency_conflict', 'budget_closed', 'budget_exceeded', 'amount_overflow'],
   expireHolds: ['ok', 'budget_not_found'],
-  openLease: ['ok', 'replayed', 'budget_not_found', 'idempotency_conflict', 'unit_mismatch', 'budget_closed', 'ttl_exceeds_max', 'budget_exceeded', 'amount_overflow'],
+  openLease: [
+    'ok',
+    'replayed',
+    'budget_not_found',
+    'idempotency_conflict',
+    'unit_mismatch',
+    'budget_closed',
+    'ttl_exceeds_max',
+    'budget_exceeded',
+    'amount_overflow',
+  ],
   reportLease: ['ok', 'replayed', 'budget_not_found', 'lease_not_found'],
 } as const
 
@@ -52,26 +62,57 @@ export interface BudgetFailureContext {
 /** The one translation of a refusing status into the domain's Failure (src/http/errors.ts maps its kind to HTTP). */
 const FAILURES: Record<BudgetFailureStatus, (c: BudgetFailureContext) => Failure> = {
   budget_not_found: (c) => failure('not_found', 'budget_not_found', `Budget ${c.key} does not exist in this project.`),
-  idempotency_conflict: (c) => failure('conflict', 'idempotency_conflict', c.op === 'authorize'
-    ? 'This idempotencyKey was used with a different request (amount or ttlMs).'
-    : c.op === 'lease' ? 'This idempotencyKey started another run of this customer with a different request.' : 'This idempotencyKey was used with a different request.'),
-  unit_mismatch: (c) => failure('conflict', 'budget_unit_mismatch',
-    `Budget ${c.key} does not count in ${c.currency}: a run leases from a budget whose unit is the run's currency (ISO code).`),
-  budget_closed: (c) => failure('conflict', 'budget_closed',
-    `Budget ${c.key} is past its closesAt${c.op === 'authorize' ? ' and takes no new holds' : c.op === 'lease' ? ' and takes no new leases' : ''}.`),
-  ttl_exceeds_max: (c) => invalid([{
-    path: '$.ttlMs', message: `must not exceed ${c.op === 'lease' ? `budget ${c.key}'s` : "the budget's"} holds.maxTtlMs (${c.snap.s[2]})`,
-  }]),
+  idempotency_conflict: (c) =>
+    failure(
+      'conflict',
+      'idempotency_conflict',
+      c.op === 'authorize'
+        ? 'This idempotencyKey was used with a different request (amount or ttlMs).'
+        : c.op === 'lease'
+          ? 'This idempotencyKey started another run of this customer with a different request.'
+          : 'This idempotencyKey was used with a different request.',
+    ),
+  unit_mismatch: (c) =>
+    failure(
+      'conflict',
+      'budget_unit_mismatch',
+      `Budget ${c.key} does not count in ${c.currency}: a run leases from a budget whose unit is the run's currency (ISO code).`,
+    ),
+  budget_closed: (c) =>
+    failure(
+      'conflict',
+      'budget_closed',
+      `Budget ${c.key} is past its closesAt${c.op === 'authorize' ? ' and takes no new holds' : c.op === 'lease' ? ' and takes no new leases' : ''}.`,
+    ),
+  ttl_exceeds_max: (c) =>
+    invalid([
+      {
+        path: '$.ttlMs',
+        message: `must not exceed ${c.op === 'lease' ? `budget ${c.key}'s` : "the budget's"} holds.maxTtlMs (${c.snap.s[2]})`,
+      },
+    ]),
   budget_exceeded: (c) => {
     const blocked = explainDenial(c.snap.limits, c.snap.held, c.amount)!
-    return failure('budget_exceeded', 'budget_exceeded', `Limit ${blocked.limitId} (${blocked.window}) cannot take ${formatUnits(c.amount)}; remedy: ${blocked.remedy}.`, {
-      kind: 'budget_exceeded', blocked, balance: balanceOf(c.snap, c.now),
-    })
+    return failure(
+      'budget_exceeded',
+      'budget_exceeded',
+      `Limit ${blocked.limitId} (${blocked.window}) cannot take ${formatUnits(c.amount)}; remedy: ${blocked.remedy}.`,
+      {
+        kind: 'budget_exceeded',
+        blocked,
+        balance: balanceOf(c.snap, c.now),
+      },
+    )
   },
-  amount_overflow: (c) => failure('conflict', 'amount_overflow',
-    `Budget ${c.key} cannot count this amount exactly on top of its totals (about 9·10^21 of its unit): nothing was changed.`),
+  amount_overflow: (c) =>
+    failure(
+      'conflict',
+      'amount_overflow',
+      `Budget ${c.key} cannot count this amount exactly on top of its totals (about 9·10^21 of its unit): nothing was changed.`,
+    ),
   hold_not_found: (c) => failure('not_found', 'hold_not_found', `Hold ${c.id} does not exist on budget ${c.key} (or was forgotten after its retention).`),
-  exceeds_hold_amount: (c) => failure('conflict', 'exceeds_hold_amount', `The amount is more than hold ${c.id} reserved; record the excess with /v1/budgets/record.`),
+  exceeds_hold_amount: (c) =>
+    failure('conflict', 'exceeds_hold_amount', `The amount is more than hold ${c.id} reserved; record the excess with /v1/budgets/record.`),
   hold_already_released: (c) => failure('conflict', 'hold_already_released', `Hold ${c.id} was released.`),
   hold_expired: (c) => failure('conflict', 'hold_expired', `Hold ${c.id} expired and was settled at its full amount; only that amount settles it.`),
   hold_already_settled: (c) => failure('conflict', 'hold_already_settled', `Hold ${c.id} is already settled${c.op === 'settle' ? ' for another amount' : ''}.`),

@@ -47,10 +47,13 @@ const parsedConfigs = new Map<string, LimitConfigState[]>()
 function parseConfig(cfg: string): LimitConfigState[] {
   let limits = parsedConfigs.get(cfg)
   if (limits) return limits
-  limits = cfg.split(';').slice(0, -1).map((text) => {
-    const [id, window, enforce, anchor, ah, al] = text.split('|') as [string, Window, Enforce, string, string, string]
-    return { id, window, enforce, anchor, amount: fromPair(ah, al) }
-  })
+  limits = cfg
+    .split(';')
+    .slice(0, -1)
+    .map((text) => {
+      const [id, window, enforce, anchor, ah, al] = text.split('|') as [string, Window, Enforce, string, string, string]
+      return { id, window, enforce, anchor, amount: fromPair(ah, al) }
+    })
   if (parsedConfigs.size >= 10_000) parsedConfigs.clear()
   parsedConfigs.set(cfg, limits)
   return limits
@@ -71,7 +74,11 @@ function readSnapshot<F extends BudgetScript>(fn: F, script: Script, reply: unkn
     const c = configs[i]!
     const resetsAt = reply[at + 2] as number
     limits[i] = {
-      id: c.id, window: c.window, enforce: c.enforce, anchor: c.anchor, amount: c.amount,
+      id: c.id,
+      window: c.window,
+      enforce: c.enforce,
+      anchor: c.anchor,
+      amount: c.amount,
       consumed: fromPair(reply[at] as number, reply[at + 1] as number),
       resetsAt: resetsAt < 0 ? null : resetsAt,
       crossed: reply[at + 3] === 1,
@@ -91,7 +98,10 @@ export interface LimitInput {
 }
 
 export async function upsertBudget(
-  redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
+  redis: RedisClient,
+  tag: string,
+  nowMs: number,
+  retentionMs: number,
   config: { unit: string; defaultTtlMs: number; maxTtlMs: number; closesAt: number | null; limits: LimitInput[] },
 ): Promise<Snapshot<StatusOf<'upsertBudget'>>> {
   const k = budgetKeys(tag)
@@ -106,16 +116,30 @@ export async function getBudget(redis: RedisClient, tag: string, nowMs: number, 
 }
 
 export async function authorizeHold(
-  redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
-  amount: bigint, ttlMs: number | undefined, requestKey: string,
+  redis: RedisClient,
+  tag: string,
+  nowMs: number,
+  retentionMs: number,
+  amount: bigint,
+  ttlMs: number | undefined,
+  requestKey: string,
 ): Promise<Snapshot<StatusOf<'authorizeHold'>>> {
   const k = budgetKeys(tag)
-  return readSnapshot('authorizeHold', scripts.authorize, await scripts.authorize.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, ...pairArgs(amount), ttlMs ?? '', retentionMs, requestKey]))
+  return readSnapshot(
+    'authorizeHold',
+    scripts.authorize,
+    await scripts.authorize.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, ...pairArgs(amount), ttlMs ?? '', retentionMs, requestKey]),
+  )
 }
 
 export async function closeHold(
-  redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
-  holdNumber: string, action: 'settle' | 'release', usage: bigint,
+  redis: RedisClient,
+  tag: string,
+  nowMs: number,
+  retentionMs: number,
+  holdNumber: string,
+  action: 'settle' | 'release',
+  usage: bigint,
 ): Promise<Snapshot<StatusOf<'closeHold'>>> {
   const k = budgetKeys(tag)
   const args = [nowMs, holdNumber, action, ...pairArgs(usage), retentionMs]
@@ -123,14 +147,29 @@ export async function closeHold(
 }
 
 export async function chargeBudget(
-  redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
-  amount: bigint, mode: 'charge' | 'record', requestKey: string,
+  redis: RedisClient,
+  tag: string,
+  nowMs: number,
+  retentionMs: number,
+  amount: bigint,
+  mode: 'charge' | 'record',
+  requestKey: string,
 ): Promise<Snapshot<StatusOf<'chargeBudget'>>> {
   const k = budgetKeys(tag)
-  return readSnapshot('chargeBudget', scripts.charge, await scripts.charge.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, ...pairArgs(amount), mode, retentionMs, requestKey]))
+  return readSnapshot(
+    'chargeBudget',
+    scripts.charge,
+    await scripts.charge.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, ...pairArgs(amount), mode, retentionMs, requestKey]),
+  )
 }
 
-export async function expireHolds(redis: RedisClient, tag: string, nowMs: number, retentionMs: number, max: number): Promise<Snapshot<StatusOf<'expireHolds'>>> {
+export async function expireHolds(
+  redis: RedisClient,
+  tag: string,
+  nowMs: number,
+  retentionMs: number,
+  max: number,
+): Promise<Snapshot<StatusOf<'expireHolds'>>> {
   const k = budgetKeys(tag)
   return readSnapshot('expireHolds', scripts.expire, await scripts.expire.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs, max]))
 }
@@ -140,7 +179,10 @@ export async function expireHolds(redis: RedisClient, tag: string, nowMs: number
  * key>` of the run's start, `fingerprint` its request, so a retried start finds its lease.
  */
 export async function openLease(
-  redis: RedisClient, tag: string, nowMs: number, retentionMs: number,
+  redis: RedisClient,
+  tag: string,
+  nowMs: number,
+  retentionMs: number,
   lease: { amount: bigint; ttlMs: number; expiresAt: number; currency: string; requestKey: string; fingerprint: string },
 ): Promise<Snapshot<StatusOf<'openLease'>>> {
   const k = budgetKeys(tag)
@@ -150,8 +192,18 @@ export async function openLease(
 
 /** Reports a lease's run's consumed total (`report`), or its final total and closes it (`end`). */
 export async function reportLease(
-  redis: RedisClient, tag: string, nowMs: number, retentionMs: number, leaseNumber: string, action: 'report' | 'end', total: bigint,
+  redis: RedisClient,
+  tag: string,
+  nowMs: number,
+  retentionMs: number,
+  leaseNumber: string,
+  action: 'report' | 'end',
+  total: bigint,
 ): Promise<Snapshot<StatusOf<'reportLease'>>> {
   const k = budgetKeys(tag)
-  return readSnapshot('reportLease', scripts.lease, await scripts.lease.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs, action, leaseNumber, ...pairArgs(total)]))
+  return readSnapshot(
+    'reportLease',
+    scripts.lease,
+    await scripts.lease.run(redis, [k.budget, k.open, k.purge, k.journal], [nowMs, retentionMs, action, leaseNumber, ...pairArgs(total)]),
+  )
 }

@@ -7,9 +7,7 @@ import { budgetFailure } from './errors.js'
 import { budgetTag } from './keys.js'
 import * as store from './redis.js'
 import type { Snapshot } from './redis.js'
-import type {
-  BudgetState, BudgetView, Consumption, Crossed, Hold, HoldOutcome, Lease, LimitConfig, Window, Enforce,
-} from './types.js'
+import type { BudgetState, BudgetView, Consumption, Crossed, Hold, HoldOutcome, Lease, LimitConfig, Window, Enforce } from './types.js'
 
 export interface BudgetServiceOptions {
   /** How long closed holds and idempotency records are kept (at least 24 h by DESIGN.md). */
@@ -76,11 +74,21 @@ export class BudgetService {
     const issues = budgetRuleIssues(input)
     if (issues.length > 0) return invalid(issues)
     const { defaultTtlMs, maxTtlMs } = resolveHolds(input.holds)
-    const limits: store.LimitInput[] = input.limits.map((l) => ({ id: l.id, window: l.window, enforce: l.enforce, anchor: l.anchor, amount: parseAmount(l.amount)! }))
+    const limits: store.LimitInput[] = input.limits.map((l) => ({
+      id: l.id,
+      window: l.window,
+      enforce: l.enforce,
+      anchor: l.anchor,
+      amount: parseAmount(l.amount)!,
+    }))
 
     const now = this.clock()
     const snap = await store.upsertBudget(this.redis, budgetTag(projectId, input.key), now, this.retentionMs, {
-      unit: input.unit ?? '', defaultTtlMs, maxTtlMs, closesAt: input.closesAt ?? null, limits,
+      unit: input.unit ?? '',
+      defaultTtlMs,
+      maxTtlMs,
+      closesAt: input.closesAt ?? null,
+      limits,
     })
     this.notify(projectId, input.key, snap)
     return success({ ...this.view(input.key, snap, now), created: snap.status === 'created', crossed: crossedOf(snap) })
@@ -134,7 +142,8 @@ export class BudgetService {
    * run's start): the same `fingerprint` replays the lease, another is 409.
    */
   async openLease(
-    projectId: string, key: string,
+    projectId: string,
+    key: string,
     req: { amount: bigint; ttlMs: number; expiresAt: number; currency: string; requestKey: string; fingerprint: string },
   ): Promise<Result<Lease>> {
     const now = this.clock()
@@ -202,7 +211,11 @@ export class BudgetService {
     return success(outcome)
   }
 
-  private async consume(projectId: string, req: { key: string; amount: string; idempotencyKey: string }, mode: 'charge' | 'record'): Promise<Result<Consumption>> {
+  private async consume(
+    projectId: string,
+    req: { key: string; amount: string; idempotencyKey: string },
+    mode: 'charge' | 'record',
+  ): Promise<Result<Consumption>> {
     const amount = parseAmount(req.amount)!
     const now = this.clock()
     const snap = await store.chargeBudget(this.redis, budgetTag(projectId, req.key), now, this.retentionMs, amount, mode, req.idempotencyKey)
@@ -239,15 +252,27 @@ export { balanceOf }
 function leaseOf(snap: Snapshot, now: number): Lease {
   const [number, hi, lo, expiresAt, state, rhi, rlo] = snap.s as [string, string, string, string, string, string, string]
   return {
-    leaseId: `l_${number}`, number, amount: fromPair(hi, lo), expiresAt: Number(expiresAt), state: LEASE_STATES[state] ?? 'open',
-    reported: fromPair(rhi, rlo), replayed: snap.status === 'replayed', balance: balanceOf(snap, now),
+    leaseId: `l_${number}`,
+    number,
+    amount: fromPair(hi, lo),
+    expiresAt: Number(expiresAt),
+    state: LEASE_STATES[state] ?? 'open',
+    reported: fromPair(rhi, rlo),
+    replayed: snap.status === 'replayed',
+    balance: balanceOf(snap, now),
   }
 }
 
 function crossedOf(snap: BudgetState): Crossed[] {
-  return snap.limits.filter((l) => l.crossed).map((l) => ({
-    limitId: l.id, enforce: l.enforce, window: l.window, amount: formatUnits(l.amount), consumed: formatUnits(l.consumed),
-  }))
+  return snap.limits
+    .filter((l) => l.crossed)
+    .map((l) => ({
+      limitId: l.id,
+      enforce: l.enforce,
+      window: l.window,
+      amount: formatUnits(l.amount),
+      consumed: formatUnits(l.consumed),
+    }))
 }
 
 function splitTag(tag: string): [string, string] {

@@ -5,8 +5,17 @@ import type { Issues } from './issues.js'
 import { checkCadence, emptyChanges, firstOfEach, planVersionName, SUBSCRIPTION_GRANT_PRIORITY } from './plans.js'
 import type { Entitlement, Grant, GrantType } from './schemas.js'
 import type {
-  ApplySummary, CatalogIndex, CustomerSource, CustomerView, PhaseView, StoredCatalog, StoredGrant, StoredPhase,
-  StoredPlanVersion, StoredSubscription, SubscriptionView,
+  ApplySummary,
+  CatalogIndex,
+  CustomerSource,
+  CustomerView,
+  PhaseView,
+  StoredCatalog,
+  StoredGrant,
+  StoredPhase,
+  StoredPlanVersion,
+  StoredSubscription,
+  SubscriptionView,
 } from './types.js'
 import { featuresById, fullPlanFeature, toPlanVersion } from './views.js'
 
@@ -52,15 +61,33 @@ interface Context {
 }
 
 export function buildCustomers(
-  projectId: string, catalog: StoredCatalog, index: CatalogIndex, sources: ReadonlyMap<string, CustomerSource>,
-  doc: ConfigDocument, now: number, touchedPlanVersionIds: ReadonlySet<string>, issues: Issues,
+  projectId: string,
+  catalog: StoredCatalog,
+  index: CatalogIndex,
+  sources: ReadonlyMap<string, CustomerSource>,
+  doc: ConfigDocument,
+  now: number,
+  touchedPlanVersionIds: ReadonlySet<string>,
+  issues: Issues,
 ): CustomersBuild {
-  const ctx: Context = { projectId, catalog, planVersions: new Map(catalog.planVersions.map((pv) => [planVersionName(pv.planSlug, pv.version), pv])), now, issues }
+  const ctx: Context = {
+    projectId,
+    catalog,
+    planVersions: new Map(catalog.planVersions.map((pv) => [planVersionName(pv.planSlug, pv.version), pv])),
+    now,
+    issues,
+  }
   const summary = { customers: emptyChanges(), subscriptions: emptyChanges(), grants: emptyChanges() }
   const customerEntries = doc.customers ?? []
-  const docCustomers = new Map(firstOfEach(customerEntries, (c) => c.id, (i, first) => {
-    issues.conflict(`$.customers[${i}].id`, `customer ${customerEntries[i]!.id} is already defined at $.customers[${first}]`)
-  }).map(([c]) => [c.id, c]))
+  const docCustomers = new Map(
+    firstOfEach(
+      customerEntries,
+      (c) => c.id,
+      (i, first) => {
+        issues.conflict(`$.customers[${i}].id`, `customer ${customerEntries[i]!.id} is already defined at $.customers[${first}]`)
+      },
+    ).map(([c]) => [c.id, c]),
+  )
   const known = (id: string) => docCustomers.has(id) || Object.hasOwn(index.customers, id)
   const owners = ownersOf(index)
 
@@ -94,7 +121,8 @@ export function buildCustomers(
     for (const [s, i] of docSubscriptions) {
       const mine = subscriptions.find((x) => x.id === s.id)
       const other = mine && subscriptions.find((x) => x !== mine && overlaps(x, mine))
-      if (other) issues.invalid(`$.subscriptions[${i}].phases`, `overlaps subscription ${other.id} of customer ${id}: a customer has one subscription at a time`)
+      if (other)
+        issues.invalid(`$.subscriptions[${i}].phases`, `overlaps subscription ${other.id} of customer ${id}: a customer has one subscription at a time`)
     }
 
     const grants = [...(previous?.grants ?? [])]
@@ -137,10 +165,19 @@ function ownersOf(index: CatalogIndex) {
 
 /** Document entries grouped by customer, after the checks on their id and customerId. */
 function byCustomer<T extends { id: string; customerId: string }>(
-  entries: T[], field: string, what: string, known: (id: string) => boolean, owners: Map<string, string>, issues: Issues,
+  entries: T[],
+  field: string,
+  what: string,
+  known: (id: string) => boolean,
+  owners: Map<string, string>,
+  issues: Issues,
 ): Map<string, [T, number][]> {
   const result = new Map<string, [T, number][]>()
-  const kept = firstOfEach(entries, (e) => e.id, (i, first) => issues.conflict(`$.${field}[${i}].id`, `${what} ${entries[i]!.id} is already defined at $.${field}[${first}]`))
+  const kept = firstOfEach(
+    entries,
+    (e) => e.id,
+    (i, first) => issues.conflict(`$.${field}[${i}].id`, `${what} ${entries[i]!.id} is already defined at $.${field}[${first}]`),
+  )
   for (const [e, i] of kept) {
     const owner = owners.get(e.id)
     if (!known(e.customerId)) {
@@ -196,30 +233,47 @@ function subscriptionOf(s: SubscriptionDoc, previous: StoredSubscription | undef
     if (ph.billingAnchor !== undefined) {
       checkCadence(pv.billingConfig.billingInterval, ph.billingAnchor, undefined, at, { anchor: 'billingAnchor', planType: 'planType' }, issues)
     }
-    const items = firstOfEach(ph.items ?? [], (it) => it.featureSlug, (k, first) => {
-      issues.conflict(`${at}.items[${k}].featureSlug`, `feature ${ph.items![k]!.featureSlug} is already an item at ${at}.items[${first}]`)
-    })
+    const items = firstOfEach(
+      ph.items ?? [],
+      (it) => it.featureSlug,
+      (k, first) => {
+        issues.conflict(`${at}.items[${k}].featureSlug`, `feature ${ph.items![k]!.featureSlug} is already an item at ${at}.items[${first}]`)
+      },
+    )
     for (const [it, k] of items) {
-      if (!pv.features.some((f) => f.featureSlug === it.featureSlug)) issues.unresolved(`${at}.items[${k}].featureSlug`, `feature ${it.featureSlug} is not in ${name}`)
+      if (!pv.features.some((f) => f.featureSlug === it.featureSlug))
+        issues.unresolved(`${at}.items[${k}].featureSlug`, `feature ${it.featureSlug} is not in ${name}`)
     }
-    phases.push(stamp({
-      plan: ph.plan,
-      version: ph.version,
-      startAt: ph.startAt,
-      endAt: ph.endAt ?? null,
-      trialUnits: ph.trialUnits ?? null,
-      billingAnchor: ph.billingAnchor ?? null,
-      paymentMethodId: ph.paymentMethodId ?? null,
-      paymentProvider: ph.paymentProvider ?? null,
-      creditLinePolicy: ph.creditLinePolicy ?? 'capped',
-      creditLineAmount: ph.creditLineAmount ?? 0,
-      metadata: ph.metadata ?? {},
-      // Every feature of the version is an item; the document only sets units.
-      items: pv.features.map((f) => stamp({
-        featureSlug: f.featureSlug,
-        units: items.find(([it]) => it.featureSlug === f.featureSlug)?.[0].units ?? f.defaultQuantity,
-      }, oldPhase?.items.find((x) => x.featureSlug === f.featureSlug), now)),
-    }, oldPhase, now))
+    phases.push(
+      stamp(
+        {
+          plan: ph.plan,
+          version: ph.version,
+          startAt: ph.startAt,
+          endAt: ph.endAt ?? null,
+          trialUnits: ph.trialUnits ?? null,
+          billingAnchor: ph.billingAnchor ?? null,
+          paymentMethodId: ph.paymentMethodId ?? null,
+          paymentProvider: ph.paymentProvider ?? null,
+          creditLinePolicy: ph.creditLinePolicy ?? 'capped',
+          creditLineAmount: ph.creditLineAmount ?? 0,
+          metadata: ph.metadata ?? {},
+          // Every feature of the version is an item; the document only sets units.
+          items: pv.features.map((f) =>
+            stamp(
+              {
+                featureSlug: f.featureSlug,
+                units: items.find(([it]) => it.featureSlug === f.featureSlug)?.[0].units ?? f.defaultQuantity,
+              },
+              oldPhase?.items.find((x) => x.featureSlug === f.featureSlug),
+              now,
+            ),
+          ),
+        },
+        oldPhase,
+        now,
+      ),
+    )
   })
   if (!ok) return undefined
   return stamp({ id: s.id, status: s.status ?? null, timezone, cancelAt: s.cancelAt ?? null, metadata: s.metadata ?? {}, phases }, previous, now)
@@ -262,28 +316,36 @@ function grantOf(g: GrantDoc, previous: StoredGrant | undefined, subscriptions: 
     planVersionId = pv.id
   } else {
     // The plan version of the customer's subscription to the feature when the grant starts.
-    const pv = subscriptions.flatMap((s) => s.phases)
+    const pv = subscriptions
+      .flatMap((s) => s.phases)
       .filter((p) => p.startAt <= g.effectiveAt && g.effectiveAt < phaseEnd(p))
       .map((p) => ctx.planVersions.get(planVersionName(p.plan, p.version))!)
       .find((v) => v.features.some((f) => f.featureSlug === g.featureSlug))
     if (!pv) {
-      issues.unresolved(`${path}.featureSlug`, `customer ${g.customerId} has no subscription to ${g.featureSlug} at effectiveAt; name the plan and version the grant entitles from`)
+      issues.unresolved(
+        `${path}.featureSlug`,
+        `customer ${g.customerId} has no subscription to ${g.featureSlug} at effectiveAt; name the plan and version the grant entitles from`,
+      )
       return undefined
     }
     planVersionId = pv.id
   }
   if (!ok) return undefined
-  return stamp({
-    id: g.id,
-    featureSlug: g.featureSlug,
-    type: g.type,
-    priority: g.priority ?? GRANT_PRIORITY[g.type],
-    allowanceUnits: g.allowanceUnits,
-    effectiveAt: g.effectiveAt,
-    expiresAt: g.expiresAt ?? null,
-    metadata: g.metadata ?? {},
-    planVersionId,
-  }, previous, ctx.now)
+  return stamp(
+    {
+      id: g.id,
+      featureSlug: g.featureSlug,
+      type: g.type,
+      priority: g.priority ?? GRANT_PRIORITY[g.type],
+      allowanceUnits: g.allowanceUnits,
+      effectiveAt: g.effectiveAt,
+      expiresAt: g.expiresAt ?? null,
+      metadata: g.metadata ?? {},
+      planVersionId,
+    },
+    previous,
+    ctx.now,
+  )
 }
 
 function planVersionsOf(src: CustomerSource, ctx: Context): string[] {
@@ -346,7 +408,11 @@ function phaseView(ctx: ViewContext, s: StoredSubscription, p: StoredPhase, j: n
   const { projectId } = ctx
   const pv = ctx.byName.get(planVersionName(p.plan, p.version))!
   const phaseId = derivedId('ph', projectId, s.id, j)
-  const cadence: Cadence = { interval: pv.billingConfig.billingInterval, count: pv.billingConfig.billingIntervalCount, anchor: p.billingAnchor ?? pv.billingConfig.billingAnchor }
+  const cadence: Cadence = {
+    interval: pv.billingConfig.billingInterval,
+    count: pv.billingConfig.billingIntervalCount,
+    anchor: p.billingAnchor ?? pv.billingConfig.billingAnchor,
+  }
   const trialUnits = p.trialUnits ?? pv.trialUnits
   const endAt = p.endAt ?? FOREVER_MS
   const items = p.items.map((it) => subscriptionItem(ctx, pv, s, p, phaseId, it))
@@ -379,28 +445,50 @@ function phaseView(ctx: ViewContext, s: StoredSubscription, p: StoredPhase, j: n
  * A subscription item, and the entitlement it gives (pushed to `ctx.entitlements`): for the
  * phase's span, with one subscription grant of what the item allows.
  */
-function subscriptionItem(
-  ctx: ViewContext, pv: StoredPlanVersion, s: StoredSubscription, p: StoredPhase, phaseId: string, it: StoredPhase['items'][number],
-) {
+function subscriptionItem(ctx: ViewContext, pv: StoredPlanVersion, s: StoredSubscription, p: StoredPhase, phaseId: string, it: StoredPhase['items'][number]) {
   const { projectId, customerId } = ctx
   const fpv = pv.features.find((f) => f.featureSlug === it.featureSlug)!
   const item = {
-    id: derivedId('si', phaseId, it.featureSlug), projectId, createdAtM: it.createdAtM, updatedAtM: it.updatedAtM,
-    units: it.units, featurePlanVersionId: fpv.id, subscriptionPhaseId: phaseId, subscriptionId: s.id,
+    id: derivedId('si', phaseId, it.featureSlug),
+    projectId,
+    createdAtM: it.createdAtM,
+    updatedAtM: it.updatedAtM,
+    units: it.units,
+    featurePlanVersionId: fpv.id,
+    subscriptionPhaseId: phaseId,
+    subscriptionId: s.id,
   }
   const entitlementId = derivedId('ent', item.id)
   ctx.entitlements.push({
-    id: entitlementId, projectId, customerId, featurePlanVersionId: fpv.id, createdAtM: it.createdAtM, updatedAtM: it.updatedAtM,
-    subscriptionId: s.id, subscriptionPhaseId: phaseId, subscriptionItemId: item.id,
-    effectiveAt: p.startAt, expiresAt: p.endAt,
+    id: entitlementId,
+    projectId,
+    customerId,
+    featurePlanVersionId: fpv.id,
+    createdAtM: it.createdAtM,
+    updatedAtM: it.updatedAtM,
+    subscriptionId: s.id,
+    subscriptionPhaseId: phaseId,
+    subscriptionItemId: item.id,
+    effectiveAt: p.startAt,
+    expiresAt: p.endAt,
     overageStrategy: fpv.metadata.overageStrategy ?? 'none',
     metadata: {},
     featurePlanVersion: fullPlanFeature(fpv, ctx.features),
-    grants: [{
-      id: derivedId('gr', item.id), projectId, customerEntitlementId: entitlementId, createdAtM: it.createdAtM, updatedAtM: it.updatedAtM,
-      effectiveAt: p.startAt, expiresAt: p.endAt ?? FOREVER_MS, type: 'subscription', priority: SUBSCRIPTION_GRANT_PRIORITY,
-      allowanceUnits: allowanceOf(fpv.featureType, it.units, fpv.limit), metadata: {},
-    }],
+    grants: [
+      {
+        id: derivedId('gr', item.id),
+        projectId,
+        customerEntitlementId: entitlementId,
+        createdAtM: it.createdAtM,
+        updatedAtM: it.updatedAtM,
+        effectiveAt: p.startAt,
+        expiresAt: p.endAt ?? FOREVER_MS,
+        type: 'subscription',
+        priority: SUBSCRIPTION_GRANT_PRIORITY,
+        allowanceUnits: allowanceOf(fpv.featureType, it.units, fpv.limit),
+        metadata: {},
+      },
+    ],
     subscriptionPhase: { creditLinePolicy: p.creditLinePolicy },
   })
   return item
@@ -413,18 +501,31 @@ function subscriptionItem(
 function addGrant(ctx: ViewContext, pv: StoredPlanVersion, g: StoredGrant): void {
   const { projectId, customerId, entitlements } = ctx
   const fpv = pv.features.find((f) => f.featureSlug === g.featureSlug)!
-  let target = entitlements.find((e) => e.subscriptionId !== null && e.featurePlanVersionId === fpv.id
-    && e.effectiveAt <= g.effectiveAt && (e.expiresAt === null || g.effectiveAt < e.expiresAt))
+  let target = entitlements.find(
+    (e) =>
+      e.subscriptionId !== null && e.featurePlanVersionId === fpv.id && e.effectiveAt <= g.effectiveAt && (e.expiresAt === null || g.effectiveAt < e.expiresAt),
+  )
   if (!target) {
     const id = derivedId('ent', projectId, customerId, fpv.id)
     target = entitlements.find((e) => e.id === id)
     if (!target) {
       target = {
-        id, projectId, customerId, featurePlanVersionId: fpv.id, createdAtM: g.createdAtM, updatedAtM: g.updatedAtM,
-        subscriptionId: null, subscriptionPhaseId: null, subscriptionItemId: null,
-        effectiveAt: g.effectiveAt, expiresAt: g.expiresAt,
-        overageStrategy: fpv.metadata.overageStrategy ?? 'none', metadata: {},
-        featurePlanVersion: fullPlanFeature(fpv, ctx.features), grants: [], subscriptionPhase: {},
+        id,
+        projectId,
+        customerId,
+        featurePlanVersionId: fpv.id,
+        createdAtM: g.createdAtM,
+        updatedAtM: g.updatedAtM,
+        subscriptionId: null,
+        subscriptionPhaseId: null,
+        subscriptionItemId: null,
+        effectiveAt: g.effectiveAt,
+        expiresAt: g.expiresAt,
+        overageStrategy: fpv.metadata.overageStrategy ?? 'none',
+        metadata: {},
+        featurePlanVersion: fullPlanFeature(fpv, ctx.features),
+        grants: [],
+        subscriptionPhase: {},
       }
       entitlements.push(target)
     } else {
@@ -436,9 +537,17 @@ function addGrant(ctx: ViewContext, pv: StoredPlanVersion, g: StoredGrant): void
     }
   }
   const grant: Grant = {
-    id: g.id, projectId, customerEntitlementId: target.id, createdAtM: g.createdAtM, updatedAtM: g.updatedAtM,
-    effectiveAt: g.effectiveAt, expiresAt: g.expiresAt ?? FOREVER_MS, type: g.type, priority: g.priority,
-    allowanceUnits: g.allowanceUnits, metadata: g.metadata,
+    id: g.id,
+    projectId,
+    customerEntitlementId: target.id,
+    createdAtM: g.createdAtM,
+    updatedAtM: g.updatedAtM,
+    effectiveAt: g.effectiveAt,
+    expiresAt: g.expiresAt ?? FOREVER_MS,
+    type: g.type,
+    priority: g.priority,
+    allowanceUnits: g.allowanceUnits,
+    metadata: g.metadata,
   }
   target.grants!.push(grant)
 }

@@ -19,7 +19,14 @@ function formatter(zone: string): Intl.DateTimeFormat {
   let f = formatters.get(zone)
   if (!f) {
     f = new Intl.DateTimeFormat('en-US', {
-      timeZone: zone, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric',
+      timeZone: zone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
     })
     formatters.set(zone, f)
   }
@@ -146,9 +153,13 @@ export function resolveAnchor(startAt: number, cadence: Cadence, zone: string): 
   const d = new Date(toWall(startAt, zone))
   switch (cadence.interval) {
     case 'month':
-    case 'year': return d.getUTCDate()
-    case 'week': return ((d.getUTCDay() + 6) % 7) + 1
-    case 'day': return d.getUTCHours()
-    default: return 0
+    case 'year':
+      return d.getUTCDate()
+    case 'week':
+      return ((d.getUTCDay() + 6) % 7) + 1
+    case 'day':
+      return d.getUTCHours()
+    default:
+      return 0
   }
 }

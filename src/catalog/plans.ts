@@ -2,9 +2,7 @@ import { canonical, changeOf, derivedId, sha256, stamp } from './canonical.js'
 import type { BillingConfigDoc, ConfigDocument, FeatureDoc, PlanFeatureDoc, PlanVersionDoc, ResetConfigDoc } from './document.js'
 import type { Issues } from './issues.js'
 import { toPrice } from './pricing.js'
-import type {
-  BillingConfig, BillingInterval, Currency, Feature, FeatureConfig, MeterConfig, Plan, Price, ResetConfig, Tier,
-} from './schemas.js'
+import type { BillingConfig, BillingInterval, Currency, Feature, FeatureConfig, MeterConfig, Plan, Price, ResetConfig, Tier } from './schemas.js'
 import type { ApplySummary, ChangeLists, StoredCatalog, StoredPlanFeature, StoredPlanVersion } from './types.js'
 
 /**
@@ -33,7 +31,16 @@ export function buildCatalog(projectId: string, previous: StoredCatalog, doc: Co
   const summary = { features: emptyChanges(), plans: emptyChanges(), planVersions: emptyChanges() }
   const features = mergeFeatures(projectId, previous.features, doc.features ?? [], now, issues, summary.features)
   const plans = mergePlans(projectId, previous.plans, doc.plans ?? [], now, issues, summary.plans)
-  const planVersions = mergePlanVersions(projectId, previous.planVersions, doc.planVersions ?? [], { features, plans }, now, actor, issues, summary.planVersions)
+  const planVersions = mergePlanVersions(
+    projectId,
+    previous.planVersions,
+    doc.planVersions ?? [],
+    { features, plans },
+    now,
+    actor,
+    issues,
+    summary.planVersions,
+  )
   markLatest(planVersions)
 
   const catalog: StoredCatalog = { features: [...features.values()], plans: [...plans.values()], planVersions: [...planVersions.values()] }
@@ -66,7 +73,11 @@ export function firstOfEach<T>(entries: readonly T[], keyOf: (entry: T) => strin
 
 function mergeFeatures(projectId: string, stored: Feature[], entries: FeatureDoc[], now: number, issues: Issues, changes: ChangeLists): Map<string, Feature> {
   const result = new Map(stored.map((f) => [f.slug, f]))
-  const kept = firstOfEach(entries, (f) => f.slug, (i, first) => issues.conflict(`$.features[${i}].slug`, `feature ${entries[i]!.slug} is already defined at $.features[${first}]`))
+  const kept = firstOfEach(
+    entries,
+    (f) => f.slug,
+    (i, first) => issues.conflict(`$.features[${i}].slug`, `feature ${entries[i]!.slug} is already defined at $.features[${first}]`),
+  )
 
   // Codes: those of stored features the document does not name stay taken; explicit codes come
   // next; the rest keep their old code when it is free, or take the next free one.
@@ -92,16 +103,20 @@ function mergeFeatures(projectId: string, stored: Feature[], entries: FeatureDoc
 
   for (const [f, i] of kept) {
     const previous = result.get(f.slug)
-    const feature = stamp({
-      id: previous?.id ?? derivedId('ft', projectId, f.slug),
-      projectId,
-      slug: f.slug,
-      code: codes.get(f.slug)!,
-      unitOfMeasure: f.unitOfMeasure,
-      title: f.title,
-      description: f.description ?? '',
-      meterConfig: meterConfigOf(projectId, f, `$.features[${i}].meterConfig`, issues),
-    }, previous, now)
+    const feature = stamp(
+      {
+        id: previous?.id ?? derivedId('ft', projectId, f.slug),
+        projectId,
+        slug: f.slug,
+        code: codes.get(f.slug)!,
+        unitOfMeasure: f.unitOfMeasure,
+        title: f.title,
+        description: f.description ?? '',
+        meterConfig: meterConfigOf(projectId, f, `$.features[${i}].meterConfig`, issues),
+      },
+      previous,
+      now,
+    )
     changes[changeOf(feature, previous)].push(f.slug)
     result.set(f.slug, feature)
   }
@@ -127,29 +142,45 @@ function meterConfigOf(projectId: string, f: FeatureDoc, path: string, issues: I
   }
 }
 
-function mergePlans(projectId: string, stored: Plan[], entries: NonNullable<ConfigDocument['plans']>, now: number, issues: Issues, changes: ChangeLists): Map<string, Plan> {
+function mergePlans(
+  projectId: string,
+  stored: Plan[],
+  entries: NonNullable<ConfigDocument['plans']>,
+  now: number,
+  issues: Issues,
+  changes: ChangeLists,
+): Map<string, Plan> {
   const result = new Map(stored.map((p) => [p.slug, p]))
-  const kept = firstOfEach(entries, (p) => p.slug, (i, first) => issues.conflict(`$.plans[${i}].slug`, `plan ${entries[i]!.slug} is already defined at $.plans[${first}]`))
+  const kept = firstOfEach(
+    entries,
+    (p) => p.slug,
+    (i, first) => issues.conflict(`$.plans[${i}].slug`, `plan ${entries[i]!.slug} is already defined at $.plans[${first}]`),
+  )
   for (const [p] of kept) {
     const previous = result.get(p.slug)
-    const plan = stamp({
-      id: previous?.id ?? derivedId('pl', projectId, p.slug),
-      projectId,
-      slug: p.slug,
-      title: p.title,
-      active: p.active ?? true,
-      description: p.description ?? '',
-      metadata: p.metadata ?? {},
-      defaultPlan: p.defaultPlan ?? false,
-      enterprisePlan: p.enterprisePlan ?? false,
-    }, previous, now)
+    const plan = stamp(
+      {
+        id: previous?.id ?? derivedId('pl', projectId, p.slug),
+        projectId,
+        slug: p.slug,
+        title: p.title,
+        active: p.active ?? true,
+        description: p.description ?? '',
+        metadata: p.metadata ?? {},
+        defaultPlan: p.defaultPlan ?? false,
+        enterprisePlan: p.enterprisePlan ?? false,
+      },
+      previous,
+      now,
+    )
     changes[changeOf(plan, previous)].push(p.slug)
     result.set(p.slug, plan)
   }
   const defaults = [...result.values()].filter((p) => p.defaultPlan).map((p) => p.slug)
   if (defaults.length > 1) {
     for (const [p, i] of kept) {
-      if (p.defaultPlan) issues.invalid(`$.plans[${i}].defaultPlan`, `only one plan may be the default; so are ${defaults.filter((s) => s !== p.slug).join(', ')}`)
+      if (p.defaultPlan)
+        issues.invalid(`$.plans[${i}].defaultPlan`, `only one plan may be the default; so are ${defaults.filter((s) => s !== p.slug).join(', ')}`)
     }
   }
   return result
@@ -161,13 +192,23 @@ interface Known {
 }
 
 function mergePlanVersions(
-  projectId: string, stored: StoredPlanVersion[], entries: PlanVersionDoc[], known: Known,
-  now: number, actor: string, issues: Issues, changes: ChangeLists,
+  projectId: string,
+  stored: StoredPlanVersion[],
+  entries: PlanVersionDoc[],
+  known: Known,
+  now: number,
+  actor: string,
+  issues: Issues,
+  changes: ChangeLists,
 ): Map<string, StoredPlanVersion> {
   const result = new Map(stored.map((pv) => [planVersionName(pv.planSlug, pv.version), pv]))
-  const kept = firstOfEach(entries, (v) => planVersionName(v.plan, v.version), (i, first) => {
-    issues.conflict(`$.planVersions[${i}].version`, `plan ${entries[i]!.plan} version ${entries[i]!.version} is already defined at $.planVersions[${first}]`)
-  })
+  const kept = firstOfEach(
+    entries,
+    (v) => planVersionName(v.plan, v.version),
+    (i, first) => {
+      issues.conflict(`$.planVersions[${i}].version`, `plan ${entries[i]!.plan} version ${entries[i]!.version} is already defined at $.planVersions[${first}]`)
+    },
+  )
   for (const [entry, i] of kept) {
     const path = `$.planVersions[${i}]`
     const name = planVersionName(entry.plan, entry.version)
@@ -181,34 +222,48 @@ function mergePlanVersions(
 
     const id = previous?.id ?? derivedId('pv', projectId, entry.plan, entry.version)
     // A published version keeps its record as it was published; only its lifecycle moves.
-    const pvFeatures = previous?.status === 'published'
-      ? previous.features
-      : content.features.map((f) => storedPlanFeature(projectId, id, f, known, previous?.features.find((p) => p.featureSlug === f.featureSlug), now))
-    const record: StoredPlanVersion = stamp({
-      id,
-      projectId,
-      planId: plan.id,
-      description: content.description,
-      latest: previous?.latest ?? false,
-      title: content.title,
-      tags: content.tags,
-      ...lifecycleOf(entry, previous, now, actor),
-      paymentProvider: content.paymentProvider,
-      dueBehaviour: content.dueBehaviour,
-      currency: content.currency,
-      billingConfig: content.billingConfig,
-      whenToBill: content.whenToBill,
-      gracePeriod: content.gracePeriod,
-      collectionMethod: content.collectionMethod,
-      trialUnits: content.trialUnits,
-      autoRenew: content.autoRenew,
-      metadata: content.metadata,
-      paymentMethodRequired: content.paymentMethodRequired,
-      version: entry.version,
-      configHash,
-      planSlug: entry.plan,
-      features: pvFeatures,
-    }, previous, now)
+    const pvFeatures =
+      previous?.status === 'published'
+        ? previous.features
+        : content.features.map((f) =>
+            storedPlanFeature(
+              projectId,
+              id,
+              f,
+              known,
+              previous?.features.find((p) => p.featureSlug === f.featureSlug),
+              now,
+            ),
+          )
+    const record: StoredPlanVersion = stamp(
+      {
+        id,
+        projectId,
+        planId: plan.id,
+        description: content.description,
+        latest: previous?.latest ?? false,
+        title: content.title,
+        tags: content.tags,
+        ...lifecycleOf(entry, previous, now, actor),
+        paymentProvider: content.paymentProvider,
+        dueBehaviour: content.dueBehaviour,
+        currency: content.currency,
+        billingConfig: content.billingConfig,
+        whenToBill: content.whenToBill,
+        gracePeriod: content.gracePeriod,
+        collectionMethod: content.collectionMethod,
+        trialUnits: content.trialUnits,
+        autoRenew: content.autoRenew,
+        metadata: content.metadata,
+        paymentMethodRequired: content.paymentMethodRequired,
+        version: entry.version,
+        configHash,
+        planSlug: entry.plan,
+        features: pvFeatures,
+      },
+      previous,
+      now,
+    )
     changes[changeOf(record, previous)].push(name)
     result.set(name, record)
   }
@@ -221,7 +276,12 @@ function mergePlanVersions(
  * change is published as a new version instead.
  */
 function publishedConflict(
-  previous: StoredPlanVersion | undefined, entry: PlanVersionDoc, configHash: string, name: string, path: string, issues: Issues,
+  previous: StoredPlanVersion | undefined,
+  entry: PlanVersionDoc,
+  configHash: string,
+  name: string,
+  path: string,
+  issues: Issues,
 ): boolean {
   if (previous?.status !== 'published') return false
   if (entry.status === 'draft') {
@@ -229,7 +289,10 @@ function publishedConflict(
     return true
   }
   if (previous.configHash !== configHash) {
-    issues.conflict(path, `${name} is published and immutable, and this content differs from it (configHash ${previous.configHash.slice(0, 12)}… → ${configHash.slice(0, 12)}…); publish the change as a new version`)
+    issues.conflict(
+      path,
+      `${name} is published and immutable, and this content differs from it (configHash ${previous.configHash.slice(0, 12)}… → ${configHash.slice(0, 12)}…); publish the change as a new version`,
+    )
     return true
   }
   return false
@@ -284,9 +347,16 @@ interface PlanFeatureContent {
  */
 function planVersionContent(entry: PlanVersionDoc, known: Known, path: string, issues: Issues) {
   const billingConfig = billingConfigOf(entry.billingConfig, `${path}.billingConfig`, issues)
-  const kept = firstOfEach(entry.features, (f) => f.featureSlug, (j, first) => {
-    issues.conflict(`${path}.features[${j}].featureSlug`, `feature ${entry.features[j]!.featureSlug} is already in this version at ${path}.features[${first}]`)
-  })
+  const kept = firstOfEach(
+    entry.features,
+    (f) => f.featureSlug,
+    (j, first) => {
+      issues.conflict(
+        `${path}.features[${j}].featureSlug`,
+        `feature ${entry.features[j]!.featureSlug} is already in this version at ${path}.features[${first}]`,
+      )
+    },
+  )
   const features: PlanFeatureContent[] = []
   for (const [f, j] of kept) {
     const fpath = `${path}.features[${j}]`
@@ -325,32 +395,48 @@ function planVersionContent(entry: PlanVersionDoc, known: Known, path: string, i
 }
 
 function storedPlanFeature(
-  projectId: string, planVersionId: string, f: PlanFeatureContent, known: Known, previous: StoredPlanFeature | undefined, now: number,
+  projectId: string,
+  planVersionId: string,
+  f: PlanFeatureContent,
+  known: Known,
+  previous: StoredPlanFeature | undefined,
+  now: number,
 ): StoredPlanFeature {
   const feature = known.features.get(f.featureSlug)
-  return stamp({
-    id: derivedId('fpv', planVersionId, f.featureSlug),
-    projectId,
-    planVersionId,
-    featureId: feature?.id ?? '',
-    type: 'feature' as const,
-    featureType: f.featureType,
-    unitOfMeasure: feature?.unitOfMeasure ?? '',
-    config: f.config,
-    billingConfig: f.billingConfig,
-    metadata: f.metadata,
-    order: f.order,
-    resetConfig: f.resetConfig,
-    defaultQuantity: f.defaultQuantity,
-    limit: f.limit,
-    featureSlug: f.featureSlug,
-    displayFeatureText: f.displayFeatureText ?? displayText(f, feature),
-  }, previous, now)
+  return stamp(
+    {
+      id: derivedId('fpv', planVersionId, f.featureSlug),
+      projectId,
+      planVersionId,
+      featureId: feature?.id ?? '',
+      type: 'feature' as const,
+      featureType: f.featureType,
+      unitOfMeasure: feature?.unitOfMeasure ?? '',
+      config: f.config,
+      billingConfig: f.billingConfig,
+      metadata: f.metadata,
+      order: f.order,
+      resetConfig: f.resetConfig,
+      defaultQuantity: f.defaultQuantity,
+      limit: f.limit,
+      featureSlug: f.featureSlug,
+      displayFeatureText: f.displayFeatureText ?? displayText(f, feature),
+    },
+    previous,
+    now,
+  )
 }
 
 // ---- cadences -------------------------------------------------------------------------------
 
-const INTERVAL_NAMES: Record<BillingInterval, string> = { month: 'monthly', year: 'yearly', week: 'weekly', day: 'daily', minute: 'every minute', onetime: 'once' }
+const INTERVAL_NAMES: Record<BillingInterval, string> = {
+  month: 'monthly',
+  year: 'yearly',
+  week: 'weekly',
+  day: 'daily',
+  minute: 'every minute',
+  onetime: 'once',
+}
 
 function cadenceName(interval: BillingInterval, count: number): string {
   return count === 1 || interval === 'onetime' ? INTERVAL_NAMES[interval] : `every ${count} ${interval}s`
@@ -361,8 +447,12 @@ function cadenceName(interval: BillingInterval, count: number): string {
  * other way round, and a numeric anchor lies in its interval (README, "Cycles").
  */
 export function checkCadence(
-  interval: BillingInterval, anchor: number | 'dayOfCreation', planType: string | undefined,
-  path: string, fields: { anchor: string; planType: string }, issues: Issues,
+  interval: BillingInterval,
+  anchor: number | 'dayOfCreation',
+  planType: string | undefined,
+  path: string,
+  fields: { anchor: string; planType: string },
+  issues: Issues,
 ): void {
   if (planType !== undefined && (planType === 'onetime') !== (interval === 'onetime')) {
     issues.invalid(`${path}.${fields.planType}`, `planType ${planType} does not go with a ${interval} interval (onetime goes with onetime)`)
@@ -413,15 +503,22 @@ type ConfigField = 'price' | 'tiers' | 'usageMode' | 'tierMode' | 'units'
 /** The config fields each kind of pricing needs; the others it must not have. */
 function pricingNeeds(f: PlanFeatureDoc): { needs: ConfigField[]; what: string } {
   switch (f.featureType) {
-    case 'flat': return { needs: ['price'], what: 'a flat feature' }
-    case 'package': return { needs: ['price', 'units'], what: 'a package feature' }
-    case 'tier': return { needs: ['tiers', 'tierMode'], what: 'a tier feature' }
+    case 'flat':
+      return { needs: ['price'], what: 'a flat feature' }
+    case 'package':
+      return { needs: ['price', 'units'], what: 'a package feature' }
+    case 'tier':
+      return { needs: ['tiers', 'tierMode'], what: 'a tier feature' }
     case 'usage':
       switch (f.config.usageMode) {
-        case 'tier': return { needs: ['usageMode', 'tiers', 'tierMode'], what: 'usage priced by tier' }
-        case 'package': return { needs: ['usageMode', 'price', 'units'], what: 'usage priced by package' }
-        case 'unit': return { needs: ['usageMode', 'price'], what: 'usage priced per unit' }
-        default: return { needs: ['usageMode'], what: 'a usage feature' }
+        case 'tier':
+          return { needs: ['usageMode', 'tiers', 'tierMode'], what: 'usage priced by tier' }
+        case 'package':
+          return { needs: ['usageMode', 'price', 'units'], what: 'usage priced by package' }
+        case 'unit':
+          return { needs: ['usageMode', 'price'], what: 'usage priced per unit' }
+        default:
+          return { needs: ['usageMode'], what: 'a usage feature' }
       }
   }
 }
@@ -443,13 +540,15 @@ function featureConfigOf(f: PlanFeatureDoc, currency: Currency, path: string, is
   if (f.config.tiers !== undefined) {
     const tiers = f.config.tiers
     checkTiers(tiers, `${path}.tiers`, issues)
-    config.tiers = tiers.map((t, k): Tier => ({
-      unitPrice: price(t.unitPrice, `${path}.tiers[${k}].unitPrice`),
-      flatPrice: price(t.flatPrice ?? '0', `${path}.tiers[${k}].flatPrice`),
-      firstUnit: t.firstUnit,
-      lastUnit: t.lastUnit,
-      label: t.label ?? (t.lastUnit === null ? `${t.firstUnit}+` : `${t.firstUnit}-${t.lastUnit}`),
-    }))
+    config.tiers = tiers.map(
+      (t, k): Tier => ({
+        unitPrice: price(t.unitPrice, `${path}.tiers[${k}].unitPrice`),
+        flatPrice: price(t.flatPrice ?? '0', `${path}.tiers[${k}].flatPrice`),
+        firstUnit: t.firstUnit,
+        lastUnit: t.lastUnit,
+        label: t.label ?? (t.lastUnit === null ? `${t.firstUnit}+` : `${t.firstUnit}-${t.lastUnit}`),
+      }),
+    )
   }
   if (f.config.usageMode !== undefined) config.usageMode = f.config.usageMode
   if (f.config.tierMode !== undefined) config.tierMode = f.config.tierMode
@@ -479,7 +578,9 @@ function displayText(f: PlanFeatureContent, feature: Feature | undefined): strin
   const c = f.config
   let text: string
   if (c.tiers) {
-    text = c.tiers.map((t) => `${t.lastUnit === null ? `${grouped(t.firstUnit)}+` : `${grouped(t.firstUnit)}-${grouped(t.lastUnit)}`} at ${t.unitPrice.displayAmount} each`).join(', ')
+    text = c.tiers
+      .map((t) => `${t.lastUnit === null ? `${grouped(t.firstUnit)}+` : `${grouped(t.firstUnit)}-${grouped(t.lastUnit)}`} at ${t.unitPrice.displayAmount} each`)
+      .join(', ')
   } else if (c.units !== undefined) {
     text = `${c.price?.displayAmount ?? ''} per ${grouped(c.units)} ${unit}`
   } else {

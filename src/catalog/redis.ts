@@ -56,7 +56,12 @@ export interface CustomerWriteArgs {
 
 /** Writes the catalog and the customers if the catalog is still at `expectedVersion` (lua/applyCatalog-N.lua). */
 export async function applyCatalog(
-  redis: RedisClient, projectId: string, expectedVersion: number, catalog: StoredCatalog, index: CatalogIndex, customers: CustomerWriteArgs[],
+  redis: RedisClient,
+  projectId: string,
+  expectedVersion: number,
+  catalog: StoredCatalog,
+  index: CatalogIndex,
+  customers: CustomerWriteArgs[],
 ): Promise<{ status: 'ok' | 'version_conflict'; version: number }> {
   const keys = [catalogKey(projectId), ...customers.map((c) => customerKey(projectId, c.id))]
   const args: (string | number)[] = [expectedVersion, JSON.stringify(catalog), JSON.stringify(index)]
@@ -66,7 +71,11 @@ export async function applyCatalog(
 }
 
 /** Read documents and access flags of some customers (no `src`), in one pipelined round trip. */
-export async function readCustomerViews(redis: RedisClient, projectId: string, customerIds: string[]): Promise<Map<string, { view: CustomerView; flags: AccessFlags }>> {
+export async function readCustomerViews(
+  redis: RedisClient,
+  projectId: string,
+  customerIds: string[],
+): Promise<Map<string, { view: CustomerView; flags: AccessFlags }>> {
   const out = new Map<string, { view: CustomerView; flags: AccessFlags }>()
   if (customerIds.length === 0) return out
   const pipeline = redis.pipeline()
@@ -98,7 +107,12 @@ export async function readCustomerDisabled(redis: RedisClient, projectId: string
 }
 
 /** Sets access flags of an existing customer (lua/updateAccess-1.lua); '' forgets a flag. */
-export async function updateAccess(redis: RedisClient, projectId: string, customerId: string, fields: Record<string, string>): Promise<'ok' | 'customer_not_found'> {
+export async function updateAccess(
+  redis: RedisClient,
+  projectId: string,
+  customerId: string,
+  fields: Record<string, string>,
+): Promise<'ok' | 'customer_not_found'> {
   const args = Object.entries(fields).flat()
   return (await scripts.access.run(redis, [customerKey(projectId, customerId)], args)) as unknown as 'ok' | 'customer_not_found'
 }

@@ -43,7 +43,8 @@ const UpdatedAtM = () => EpochMs('When the record was last changed, epoch ms.')
 
 export const OverageStrategySchema = Type.Union([Type.Literal('none'), Type.Literal('last-call'), Type.Literal('always')], {
   $id: 'OverageStrategy',
-  description: 'What happens at the limit: none denies usage past it; last-call lets the call that crosses it through and denies the next; always allows usage past it (billed as overage).',
+  description:
+    'What happens at the limit: none denies usage past it; last-call lets the call that crosses it through and denies the next; always allows usage past it (billed as overage).',
 })
 export type OverageStrategy = Static<typeof OverageStrategySchema>
 
@@ -83,7 +84,10 @@ export const BillingIntervalSchema = Type.Union(
 )
 export type BillingInterval = Static<typeof BillingIntervalSchema>
 
-export const PlanTypeSchema = Type.Union([Type.Literal('recurring'), Type.Literal('onetime')], { $id: 'PlanType', description: 'recurring: every interval; onetime: once.' })
+export const PlanTypeSchema = Type.Union([Type.Literal('recurring'), Type.Literal('onetime')], {
+  $id: 'PlanType',
+  description: 'recurring: every interval; onetime: once.',
+})
 export type PlanType = Static<typeof PlanTypeSchema>
 
 export const GrantTypeSchema = Type.Union(
@@ -230,7 +234,9 @@ export const BillingConfigSchema = Type.Object(
     name: Type.String({ description: 'Name of the billing cadence, e.g. "monthly".' }),
     billingInterval: BillingIntervalSchema,
     billingIntervalCount: Type.Integer({ minimum: 1, description: 'Intervals per billing cycle.' }),
-    billingAnchor: Anchor('Where a cycle starts within its interval (for monthly cycles, the day of the month), or dayOfCreation: the day the subscription started.'),
+    billingAnchor: Anchor(
+      'Where a cycle starts within its interval (for monthly cycles, the day of the month), or dayOfCreation: the day the subscription started.',
+    ),
     planType: PlanTypeSchema,
   },
   { $id: 'BillingConfig', description: 'When the plan version (or a feature overriding it) is billed.' },
@@ -339,7 +345,10 @@ export const EntitlementSchema = Type.Object(
     featurePlanVersion: FeaturePlanVersionSchema,
     grants: Type.Optional(Type.Array(GrantSchema, { description: 'Grants toward the entitlement.' })),
     subscriptionPhase: Type.Optional(
-      Type.Object({ creditLinePolicy: Type.Optional(CreditLinePolicySchema) }, { description: 'Of the subscription phase, what the entitlement needs; may be empty.' }),
+      Type.Object(
+        { creditLinePolicy: Type.Optional(CreditLinePolicySchema) },
+        { description: 'Of the subscription phase, what the entitlement needs; may be empty.' },
+      ),
     ),
   },
   { $id: 'Entitlement', description: "A customer's right to use a feature, with its grants." },
@@ -350,7 +359,10 @@ export const EntitlementsListResponseSchema = Type.Array(EntitlementSchema, { de
 export type EntitlementsListResponse = Static<typeof EntitlementsListResponseSchema>
 
 /** The reduced meter config of /v1/entitlements/get. */
-export const MeterConfigReducedSchema = Type.Omit(MeterConfigSchema, ['aggregationMethod', 'windowSize'], { $id: 'MeterConfigReduced', description: 'A meter config without aggregationMethod and windowSize.' })
+export const MeterConfigReducedSchema = Type.Omit(MeterConfigSchema, ['aggregationMethod', 'windowSize'], {
+  $id: 'MeterConfigReduced',
+  description: 'A meter config without aggregationMethod and windowSize.',
+})
 export type MeterConfigReduced = Static<typeof MeterConfigReducedSchema>
 
 /**
@@ -371,7 +383,11 @@ export const FeaturePlanVersionReducedSchema = Type.Composite(
       }),
     }),
   ],
-  { $id: 'FeaturePlanVersionReduced', description: 'A feature plan version without type, featureType, usageMode, tierMode, billingInterval, planType, resetInterval, aggregationMethod and windowSize.' },
+  {
+    $id: 'FeaturePlanVersionReduced',
+    description:
+      'A feature plan version without type, featureType, usageMode, tierMode, billingInterval, planType, resetInterval, aggregationMethod and windowSize.',
+  },
 )
 export type FeaturePlanVersionReduced = Static<typeof FeaturePlanVersionReducedSchema>
 
@@ -484,7 +500,10 @@ export const PlanVersionListItemSchema = Type.Composite(
 )
 export type PlanVersionListItem = Static<typeof PlanVersionListItemSchema>
 
-export const PlanVersionsListResponseSchema = Type.Object({ planVersions: Type.Array(PlanVersionListItemSchema) }, { description: 'Plan versions of the project.' })
+export const PlanVersionsListResponseSchema = Type.Object(
+  { planVersions: Type.Array(PlanVersionListItemSchema) },
+  { description: 'Plan versions of the project.' },
+)
 export type PlanVersionsListResponse = Static<typeof PlanVersionsListResponseSchema>
 
 // ---------------------------------------------------------------------------------------------
@@ -626,4 +645,9 @@ export const AccessUpdateResponseSchema = Type.Object({}, { additionalProperties
 export type AccessUpdateResponse = Static<typeof AccessUpdateResponseSchema>
 
 /** A customer's id as the wallet and run routes take it. */
-export const CustomerId = Type.String({ minLength: 1, maxLength: 36, pattern: '^[^\\s|]+$', description: "The customer's id (the catalog's, 1 to 36 characters)." })
+export const CustomerId = Type.String({
+  minLength: 1,
+  maxLength: 36,
+  pattern: '^[^\\s|]+$',
+  description: "The customer's id (the catalog's, 1 to 36 characters).",
+})

@@ -9,14 +9,9 @@ import { documentValidator, type BudgetDoc, type ConfigDocument } from './docume
 import { configFailure, Issues } from './issues.js'
 import { buildCatalog, emptyChanges, firstOfEach } from './plans.js'
 import * as store from './redis.js'
-import type {
-  AccessUpdateRequest, FeaturesListResponse, PlanVersionsListRequest,
-  PlanVersionsListResponse, Subscription,
-} from './schemas.js'
+import type { AccessUpdateRequest, FeaturesListResponse, PlanVersionsListRequest, PlanVersionsListResponse, Subscription } from './schemas.js'
 import type { AccessFlags, ApplyResult, ChangeLists, CustomerView } from './types.js'
-import {
-  featureListItem, filterPlanVersions, planVersionDetail, planVersionListItem, subscriptionAt,
-} from './views.js'
+import { featureListItem, filterPlanVersions, planVersionDetail, planVersionListItem, subscriptionAt } from './views.js'
 
 /**
  * The catalog's stored state as other domains and workers read it (invoices close cycles from
@@ -83,7 +78,11 @@ export class CatalogService {
     if (catalog.changed || customers.writes.length > 0) {
       const written = await store.applyCatalog(this.redis, projectId, state.version, catalog.catalog, customers.index, customers.writes)
       if (written.status === 'version_conflict') {
-        return failure('conflict', 'catalog_changed', `The catalog changed while this document was applied (version ${state.version} → ${written.version}); nothing was applied. Apply it again.`)
+        return failure(
+          'conflict',
+          'catalog_changed',
+          `The catalog changed while this document was applied (version ${state.version} → ${written.version}); nothing was applied. Apply it again.`,
+        )
       }
       version = written.version
     }
@@ -144,12 +143,14 @@ export class CatalogService {
 
   /** Whether each budget of the document is new, changed or as stored (one read per budget, side by side). */
   private budgetChanges(projectId: string, budgets: BudgetDoc[]): Promise<{ input: BudgetDoc; change: keyof ChangeLists }[]> {
-    return Promise.all(budgets.map(async (input) => {
-      const stored = await this.budgets.get(projectId, input.key)
-      if (!stored.ok) return { input, change: 'created' as const }
-      const { key, unit, limits, holds, closesAt } = stored.value
-      return { input, change: changeOf(budgetConfig(input), { key, unit, limits, holds, closesAt }) }
-    }))
+    return Promise.all(
+      budgets.map(async (input) => {
+        const stored = await this.budgets.get(projectId, input.key)
+        if (!stored.ok) return { input, change: 'created' as const }
+        const { key, unit, limits, holds, closesAt } = stored.value
+        return { input, change: changeOf(budgetConfig(input), { key, unit, limits, holds, closesAt }) }
+      }),
+    )
   }
 }
 
@@ -172,7 +173,13 @@ function budgetConfig(b: BudgetDoc) {
   return {
     key: b.key,
     unit: b.unit ?? '',
-    limits: b.limits.map((l) => ({ id: l.id, window: l.window, enforce: l.enforce, amount: formatUnits(parseAmount(l.amount)!), ...(l.anchor === undefined ? {} : { anchor: l.anchor }) })),
+    limits: b.limits.map((l) => ({
+      id: l.id,
+      window: l.window,
+      enforce: l.enforce,
+      amount: formatUnits(parseAmount(l.amount)!),
+      ...(l.anchor === undefined ? {} : { anchor: l.anchor }),
+    })),
     holds: resolveHolds(b.holds),
     closesAt: b.closesAt ?? null,
   }
@@ -185,12 +192,15 @@ function budgetConfig(b: BudgetDoc) {
  * budgets to go on with.
  */
 function checkBudgets(budgets: BudgetDoc[], issues: Issues): BudgetDoc[] {
-  return firstOfEach(budgets, (b) => b.key, (i, first) => issues.conflict(`$.budgets[${i}].key`, `budget ${budgets[i]!.key} is already defined at $.budgets[${first}]`))
-    .map(([b, i]) => {
-      for (const issue of budgetRuleIssues(b, `$.budgets[${i}]`)) {
-        if (issue.duplicate) issues.conflict(issue.path, issue.message)
-        else issues.invalid(issue.path, issue.message)
-      }
-      return b
-    })
+  return firstOfEach(
+    budgets,
+    (b) => b.key,
+    (i, first) => issues.conflict(`$.budgets[${i}].key`, `budget ${budgets[i]!.key} is already defined at $.budgets[${first}]`),
+  ).map(([b, i]) => {
+    for (const issue of budgetRuleIssues(b, `$.budgets[${i}]`)) {
+      if (issue.duplicate) issues.conflict(issue.path, issue.message)
+      else issues.invalid(issue.path, issue.message)
+    }
+    return b
+  })
 }

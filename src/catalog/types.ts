@@ -2,8 +2,16 @@ import type { Issue } from '../kernel/errors.js'
 import type { Stamps } from './canonical.js'
 import type { Cadence } from './cycles.js'
 import type {
-  CreditLinePolicy, Entitlement, Feature, FeaturePlanVersion, GrantType, PaymentProvider, Plan, PlanVersion,
-  SubscriptionPhase, SubscriptionStatus,
+  CreditLinePolicy,
+  Entitlement,
+  Feature,
+  FeaturePlanVersion,
+  GrantType,
+  PaymentProvider,
+  Plan,
+  PlanVersion,
+  SubscriptionPhase,
+  SubscriptionStatus,
 } from './schemas.js'
 
 /** What the catalog keeps in Redis (src/catalog/README.md, "Storage"), and what applies report. */

@@ -1,8 +1,21 @@
 import { cycleAt, FOREVER_MS } from './cycles.js'
 import { formatSum } from './pricing.js'
 import type {
-  Entitlement, EntitlementReduced, Feature, FeatureListItem, FeaturePlanVersion, FeaturePlanVersionReduced, MeterConfig,
-  MeterConfigReduced, Plan, PlanFeature, PlanVersion, PlanVersionListItem, PlanVersionsListRequest, Subscription, SubscriptionStatus,
+  Entitlement,
+  EntitlementReduced,
+  Feature,
+  FeatureListItem,
+  FeaturePlanVersion,
+  FeaturePlanVersionReduced,
+  MeterConfig,
+  MeterConfigReduced,
+  Plan,
+  PlanFeature,
+  PlanVersion,
+  PlanVersionListItem,
+  PlanVersionsListRequest,
+  Subscription,
+  SubscriptionStatus,
 } from './schemas.js'
 import type { AccessFlags, CustomerView, PhaseView, StoredCatalog, StoredPlanFeature, StoredPlanVersion, SubscriptionView } from './types.js'
 
@@ -63,12 +76,15 @@ export function filterPlanVersions(catalog: StoredCatalog, filters: PlanVersions
   const plans = new Map<string, Plan>(catalog.plans.map((p) => [p.id, p]))
   const ids = filters.planVersionIds ? new Set(filters.planVersionIds) : undefined
   return catalog.planVersions
-    .filter((pv) => (!filters.onlyPublished || pv.status === 'published')
-      && (!filters.onlyEnterprisePlan || plans.get(pv.planId)?.enterprisePlan === true)
-      && (!filters.onlyLatest || pv.latest)
-      && (!ids || ids.has(pv.id))
-      && (!filters.billingInterval || pv.billingConfig.billingInterval === filters.billingInterval)
-      && (!filters.currency || pv.currency === filters.currency))
+    .filter(
+      (pv) =>
+        (!filters.onlyPublished || pv.status === 'published') &&
+        (!filters.onlyEnterprisePlan || plans.get(pv.planId)?.enterprisePlan === true) &&
+        (!filters.onlyLatest || pv.latest) &&
+        (!ids || ids.has(pv.id)) &&
+        (!filters.billingInterval || pv.billingConfig.billingInterval === filters.billingInterval) &&
+        (!filters.currency || pv.currency === filters.currency),
+    )
     .sort((a, b) => (a.planSlug < b.planSlug ? -1 : a.planSlug > b.planSlug ? 1 : a.version - b.version))
 }
 
@@ -144,12 +160,18 @@ export function entitlementsAt(view: CustomerView, flags: AccessFlags, now: numb
     subscriptionStatus: status,
   }
   return view.entitlements
-    .filter((e) => e.effectiveAt <= now && (e.expiresAt === null || now < e.expiresAt)
-      && (e.subscriptionId === null || (e.subscriptionId === current?.subscription.id && GIVES_ACCESS.has(status!))))
+    .filter(
+      (e) =>
+        e.effectiveAt <= now &&
+        (e.expiresAt === null || now < e.expiresAt) &&
+        (e.subscriptionId === null || (e.subscriptionId === current?.subscription.id && GIVES_ACCESS.has(status!))),
+    )
     .map((e) => ({
       ...e,
       metadata: { ...e.metadata, ...metadata },
-      grants: (e.grants ?? []).filter((g) => g.effectiveAt <= now && now < g.expiresAt).sort((a, b) => b.priority - a.priority || a.effectiveAt - b.effectiveAt),
+      grants: (e.grants ?? [])
+        .filter((g) => g.effectiveAt <= now && now < g.expiresAt)
+        .sort((a, b) => b.priority - a.priority || a.effectiveAt - b.effectiveAt),
     }))
 }
 

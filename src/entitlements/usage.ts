@@ -93,10 +93,12 @@ export interface EntitlementUsageInput {
 
 /** The grants argument of entitlementUsage: "<id>=<hi>:<lo>,..." (allowances), in the order given. */
 export function grantsArg(grants: readonly Grant[]): string {
-  return grants.map((g) => {
-    const [gh, gl] = toPair(allowanceOf(g))
-    return `${g.id}=${gh}:${gl}`
-  }).join(',')
+  return grants
+    .map((g) => {
+      const [gh, gl] = toPair(allowanceOf(g))
+      return `${g.id}=${gh}:${gl}`
+    })
+    .join(',')
 }
 
 /** The 11 ARGV strings of entitlementUsage, in its order. `grantsText` saves building grantsArg again. */
@@ -104,8 +106,17 @@ export function entitlementUsageArgs(input: EntitlementUsageInput, grantsText?: 
   const [hi, lo] = toPair(input.amountUnits)
   const grants = grantsText ?? grantsArg(input.grants)
   return [
-    input.featureSlug, String(input.nowMs), String(input.period.startMs), String(input.period.endMs), input.strategy, input.method,
-    String(hi), String(lo), String(input.eventTsMs), grants, input.mode,
+    input.featureSlug,
+    String(input.nowMs),
+    String(input.period.startMs),
+    String(input.period.endMs),
+    input.strategy,
+    input.method,
+    String(hi),
+    String(lo),
+    String(input.eventTsMs),
+    grants,
+    input.mode,
   ]
 }
 
@@ -128,16 +139,28 @@ export interface EntitlementUsageCall {
  * treat it as entitlement_denied).
  */
 export function prepareEntitlementUsage(
-  projectId: string, customer: { view: CustomerView; flags: AccessFlags }, featureSlug: string, amountUnits: bigint, nowMs: number,
-  mode: EntitlementMode = 'count', eventTsMs = nowMs,
+  projectId: string,
+  customer: { view: CustomerView; flags: AccessFlags },
+  featureSlug: string,
+  amountUnits: bigint,
+  nowMs: number,
+  mode: EntitlementMode = 'count',
+  eventTsMs = nowMs,
 ): EntitlementUsageCall | undefined {
   const e = entitlementFor(customer.view, customer.flags, featureSlug, nowMs)
   if (!e) return undefined
   return {
     keys: [usageKey(projectId, customer.view.customerId), entitlementStateKey(projectId, customer.view.customerId)],
     args: entitlementUsageArgs({
-      featureSlug, nowMs, period: resetPeriod(customer.view, e, nowMs), strategy: e.overageStrategy,
-      method: e.featurePlanVersion.meterConfig.aggregationMethod, amountUnits, eventTsMs, grants: e.grants ?? [], mode,
+      featureSlug,
+      nowMs,
+      period: resetPeriod(customer.view, e, nowMs),
+      strategy: e.overageStrategy,
+      method: e.featurePlanVersion.meterConfig.aggregationMethod,
+      amountUnits,
+      eventTsMs,
+      grants: e.grants ?? [],
+      mode,
     }),
   }
 }
@@ -177,7 +200,10 @@ export interface EventCount {
  * when one of the customer's entitlements (at any time) counts it, else the first such feature
  * by slug, else the event slug.
  */
-export function countsOfEvents(events: readonly CountableEvent[], customers: ReadonlyMap<string, { view: CustomerView; flags: AccessFlags }>): { counts: EventCount[]; rows: EventRowFeature[][] } {
+export function countsOfEvents(
+  events: readonly CountableEvent[],
+  customers: ReadonlyMap<string, { view: CustomerView; flags: AccessFlags }>,
+): { counts: EventCount[]; rows: EventRowFeature[][] } {
   const counts: EventCount[] = []
   const rows: EventRowFeature[][] = new Array(events.length)
   const memo = new BatchMemo()
@@ -199,10 +225,20 @@ export function countsOfEvents(events: readonly CountableEvent[], customers: Rea
       counts.push({
         event: index,
         customerId: event.customerId,
-        args: entitlementUsageArgs({
-          featureSlug: e.featurePlanVersion.feature.slug, nowMs: event.receivedMs, period: memo.periodOf(customer.view, e, event.receivedMs),
-          strategy: e.overageStrategy, method: meter.aggregationMethod, amountUnits, eventTsMs: event.timestampMs, grants: e.grants ?? [], mode: 'count',
-        }, grantsText),
+        args: entitlementUsageArgs(
+          {
+            featureSlug: e.featurePlanVersion.feature.slug,
+            nowMs: event.receivedMs,
+            period: memo.periodOf(customer.view, e, event.receivedMs),
+            strategy: e.overageStrategy,
+            method: meter.aggregationMethod,
+            amountUnits,
+            eventTsMs: event.timestampMs,
+            grants: e.grants ?? [],
+            mode: 'count',
+          },
+          grantsText,
+        ),
       })
     }
   })
@@ -273,7 +309,8 @@ class BatchMemo {
       const slug = e.featurePlanVersion.feature.slug
       if (e.featurePlanVersion.meterConfig.eventSlug === eventSlug && !mapped.has(slug)) mapped.set(slug, e.featurePlanVersion.meterConfig)
     }
-    const list = [...mapped].map(([slug, meter]) => ({ slug, meter }))
+    const list = [...mapped]
+      .map(([slug, meter]) => ({ slug, meter }))
       .sort((a, b) => (a.slug === eventSlug ? -1 : b.slug === eventSlug ? 1 : a.slug < b.slug ? -1 : a.slug > b.slug ? 1 : 0))
     this.rowFeatures.set(key, list)
     return list

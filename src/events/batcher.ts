@@ -40,7 +40,11 @@ export class Batcher<T, R> {
   items = 0
 
   /** `weigh`: an item's weight against `maxWeight` (e.g. the rows of a job); default 0. */
-  constructor(private readonly commit: Commit<T, R>, private readonly options: BatcherOptions, private readonly weigh?: (item: T) => number) {}
+  constructor(
+    private readonly commit: Commit<T, R>,
+    private readonly options: BatcherOptions,
+    private readonly weigh?: (item: T) => number,
+  ) {}
 
   submit(item: T): Promise<R> {
     return new Promise<R>((resolve, reject) => {
@@ -50,7 +54,12 @@ export class Batcher<T, R> {
   }
 
   submitMany(items: readonly T[]): Promise<R[]> {
-    const all = items.map((item) => new Promise<R>((resolve, reject) => { this.add({ item, resolve, reject }) }))
+    const all = items.map(
+      (item) =>
+        new Promise<R>((resolve, reject) => {
+          this.add({ item, resolve, reject })
+        }),
+    )
     this.schedule()
     return Promise.all(all)
   }
@@ -62,7 +71,10 @@ export class Batcher<T, R> {
 
   /** A batch's worth is waiting: by count, or by weight. */
   private full(): boolean {
-    return this.pending.length >= this.options.maxItems || (this.options.maxWeight !== undefined && this.pending.length > 0 && this.pendingWeight >= this.options.maxWeight)
+    return (
+      this.pending.length >= this.options.maxItems ||
+      (this.options.maxWeight !== undefined && this.pending.length > 0 && this.pendingWeight >= this.options.maxWeight)
+    )
   }
 
   /** Commits what is waiting now and resolves once no commit is running. */
@@ -103,14 +115,16 @@ export class Batcher<T, R> {
     } catch (error) {
       run = Promise.reject(error)
     }
-    run.then(
-      (outcomes) => {
-        for (const [i, w] of batch.entries()) w.resolve(outcomes[i]!)
-      },
-      (error: unknown) => {
-        for (const w of batch) w.reject(error)
-      },
-    ).finally(() => this.settle())
+    run
+      .then(
+        (outcomes) => {
+          for (const [i, w] of batch.entries()) w.resolve(outcomes[i]!)
+        },
+        (error: unknown) => {
+          for (const w of batch) w.reject(error)
+        },
+      )
+      .finally(() => this.settle())
   }
 
   /** How many waiting items the next batch takes (and takes their weight off the pending). */

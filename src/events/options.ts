@@ -42,7 +42,10 @@ export function loadEventOptions(env: NodeJS.ProcessEnv = process.env): EventOpt
       maxItems: envInt(env, 'METERING_INGEST_BATCH_MAX', d.batch.maxItems, 1),
       maxInFlight: envInt(env, 'METERING_INGEST_IN_FLIGHT', d.batch.maxInFlight, 1),
     },
-    retry: { attempts: envInt(env, 'METERING_INGEST_ATTEMPTS', d.retry.attempts, 1), backoffMs: envInt(env, 'METERING_INGEST_BACKOFF_MS', d.retry.backoffMs, 0) },
+    retry: {
+      attempts: envInt(env, 'METERING_INGEST_ATTEMPTS', d.retry.attempts, 1),
+      backoffMs: envInt(env, 'METERING_INGEST_BACKOFF_MS', d.retry.backoffMs, 0),
+    },
     queueName: d.queueName,
   }
 }

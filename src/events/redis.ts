@@ -19,7 +19,13 @@ export type Verdict = (typeof ADMISSIONS)[number]
  * disabled customer (lua/admitEvents-N.lua). `key` is the event's idempotencyKey ?? id.
  * KEYS are built once per customer and per shard, not per event: this runs for every event.
  */
-export async function admitEvents(redis: RedisClient, projectId: string, events: { customerId: string; key: string | undefined }[], nowMs: number, windowMs: number): Promise<Verdict[]> {
+export async function admitEvents(
+  redis: RedisClient,
+  projectId: string,
+  events: { customerId: string; key: string | undefined }[],
+  nowMs: number,
+  windowMs: number,
+): Promise<Verdict[]> {
   const keys: string[] = []
   const customers = new Map<string, number>()
   const current: number[] = []
@@ -75,7 +81,14 @@ const CLAIM_TTL_S = 3 * 86_400
  * applies an event's counts only when this call is the first to claim it, so usage is counted
  * exactly once per event id.
  */
-export async function claimEvents(redis: RedisClient, projectId: string, batchId: string, eventIds: string[], nowMs: number, counts: readonly EventCount[] = []): Promise<Set<string>> {
+export async function claimEvents(
+  redis: RedisClient,
+  projectId: string,
+  batchId: string,
+  eventIds: string[],
+  nowMs: number,
+  counts: readonly EventCount[] = [],
+): Promise<Set<string>> {
   const day = Math.floor(nowMs / DAY_MS)
   const keys = [claimDayKey(projectId, day), claimDayKey(projectId, day - 1)]
   const args: (string | number)[] = [batchId, CLAIM_TTL_S, eventIds.length, ...eventIds]

@@ -78,16 +78,21 @@ export class EventService {
       if (!eventValidator.check(input)) issues = eventValidator.issues(input).map((i) => ({ path: at + i.path.slice(1), message: i.message }))
       else issues = this.check(input as UsageEventInput, now, at)
       if (issues.length > 0) {
-        results[index] = { index, accepted: false, error: { code: 'BAD_REQUEST', reason: 'invalid_request', message: 'The event is not valid; it was not stored.', issues } }
+        results[index] = {
+          index,
+          accepted: false,
+          error: { code: 'BAD_REQUEST', reason: 'invalid_request', message: 'The event is not valid; it was not stored.', issues },
+        }
       } else {
         submitted.push({ index, item: this.pending(projectId, input as UsageEventInput, now) })
       }
     })
     const admissions = await this.batcher.submitMany(submitted.map((s) => s.item))
     submitted.forEach(({ index, item }, i) => {
-      results[index] = admissions[i] === 'customer_disabled'
-        ? { index, accepted: false, error: { code: 'FORBIDDEN', reason: 'customer_disabled', message: customerDisabled(item.event.customerId).message } }
-        : { index, accepted: true }
+      results[index] =
+        admissions[i] === 'customer_disabled'
+          ? { index, accepted: false, error: { code: 'FORBIDDEN', reason: 'customer_disabled', message: customerDisabled(item.event.customerId).message } }
+          : { index, accepted: true }
     })
     return { results }
   }
@@ -106,14 +111,18 @@ export class EventService {
     const { timestamp, properties } = input
     if (timestamp !== undefined) {
       if (timestamp > now + this.options.futureToleranceMs) {
-        issues.push({ path: `${at}.timestamp`, message: `must be at most ${this.options.futureToleranceMs / 60_000} minutes ahead of the server's time (${now})` })
+        issues.push({
+          path: `${at}.timestamp`,
+          message: `must be at most ${this.options.futureToleranceMs / 60_000} minutes ahead of the server's time (${now})`,
+        })
       } else if (timestamp < now - this.options.horizonMs) {
         issues.push({ path: `${at}.timestamp`, message: `must be at most ${this.options.horizonMs / 86_400_000} days old (the ingestion horizon)` })
       }
     }
     if (properties !== undefined) {
       const bytes = Buffer.byteLength(JSON.stringify(properties))
-      if (bytes > this.options.maxPropertiesBytes) issues.push({ path: `${at}.properties`, message: `is ${bytes} bytes as JSON; at most ${this.options.maxPropertiesBytes}` })
+      if (bytes > this.options.maxPropertiesBytes)
+        issues.push({ path: `${at}.properties`, message: `is ${bytes} bytes as JSON; at most ${this.options.maxPropertiesBytes}` })
     }
     return issues
   }
@@ -146,10 +155,20 @@ export class EventService {
     })
     // 1. Admit: one read-only script per project (access flags and dedup window).
     const verdicts: Verdict[] = new Array(items.length)
-    await Promise.all([...byProject].map(async ([projectId, indexes]) => {
-      const found = await admitEvents(this.redis, projectId, indexes.map((i) => ({ customerId: items[i]!.event.customerId, key: items[i]!.key })), now, this.options.dedupWindowMs)
-      indexes.forEach((i, j) => { verdicts[i] = found[j]! })
-    }))
+    await Promise.all(
+      [...byProject].map(async ([projectId, indexes]) => {
+        const found = await admitEvents(
+          this.redis,
+          projectId,
+          indexes.map((i) => ({ customerId: items[i]!.event.customerId, key: items[i]!.key })),
+          now,
+          this.options.dedupWindowMs,
+        )
+        indexes.forEach((i, j) => {
+          verdicts[i] = found[j]!
+        })
+      }),
+    )
     // A key twice in this commit: the first copy goes, the others are its duplicates.
     const outcomes: Admission[] = new Array(items.length)
     const events: UsageEvent[] = []
@@ -178,9 +197,15 @@ export class EventService {
     // Sent now, answered without waiting for the reply: Redis runs one connection's commands
     // in order, so every later admit of this gateway (same connection, same slot) sees the
     // marks; the reply would only say what a failure says, and that is only logged.
-    const marks = Promise.all([...newKeys].map(([projectId, keys]) => markEventsSeen(this.redis, projectId, keys, now, this.options.dedupWindowMs).catch((err: unknown) => {
-      this.logger.warn({ err, projectId, events: keys.length }, 'events are queued but could not be marked seen; a retry may queue them again')
-    }))).then(() => { this.marking.delete(marks) })
+    const marks = Promise.all(
+      [...newKeys].map(([projectId, keys]) =>
+        markEventsSeen(this.redis, projectId, keys, now, this.options.dedupWindowMs).catch((err: unknown) => {
+          this.logger.warn({ err, projectId, events: keys.length }, 'events are queued but could not be marked seen; a retry may queue them again')
+        }),
+      ),
+    ).then(() => {
+      this.marking.delete(marks)
+    })
     this.marking.add(marks)
     return outcomes
   }

@@ -42,7 +42,12 @@ interface Exchange {
 }
 
 const RAW_STATUS_LINES: Record<number, string> = {
-  200: '200 OK', 303: '303 See Other', 400: '400 Bad Request', 404: '404 Not Found', 410: '410 Gone', 415: '415 Unsupported Media Type',
+  200: '200 OK',
+  303: '303 See Other',
+  400: '400 Bad Request',
+  404: '404 Not Found',
+  410: '410 Gone',
+  415: '415 Unsupported Media Type',
 }
 const JSON_TYPE = /^application\/json\s*(;|$)/i
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -87,8 +92,16 @@ function fail(options: HttpOptions, ex: Exchange, f: ErrorLike, headers?: Record
 /** The exchange of one request: the caller's request id when it is a sane one, else a fresh one. */
 function begin(res: HttpResponse, req: HttpRequest, route: string): Exchange {
   const given = req.getHeader('x-request-id')
-  const ex: Exchange = { res, requestId: REQUEST_ID.test(given) ? given : ID_PREFIX + (++requestSeq).toString(36), done: false, started: performance.now(), route }
-  res.onAborted(() => { ex.done = true })
+  const ex: Exchange = {
+    res,
+    requestId: REQUEST_ID.test(given) ? given : ID_PREFIX + (++requestSeq).toString(36),
+    done: false,
+    started: performance.now(),
+    route,
+  }
+  res.onAborted(() => {
+    ex.done = true
+  })
   return ex
 }
 
@@ -140,16 +153,36 @@ function serveRoute(app: TemplatedApp, options: HttpOptions, route: AnyRoute): v
     }
     const internal = (error: unknown) => internalFailure(options, ex, route.path, error)
     if (who === undefined) {
-      services.keys.verify(bearerKey(authorization)!).then((verified) => { who = verified; proceed() }, internal)
+      services.keys.verify(bearerKey(authorization)!).then((verified) => {
+        who = verified
+        proceed()
+      }, internal)
     }
-    if (text === undefined) readBody(res, options.maxBodyBytes, (body) => { text = body; proceed() }, () => { text = null; proceed() })
+    if (text === undefined)
+      readBody(
+        res,
+        options.maxBodyBytes,
+        (body) => {
+          text = body
+          proceed()
+        },
+        () => {
+          text = null
+          proceed()
+        },
+      )
     else proceed()
   })
 }
 
 /** The last steps of an admitted request: the rate limit (429), then the handler, whose result is the answer. */
 async function runRoute(
-  options: HttpOptions, route: AnyRoute, ex: Exchange, who: Principal, input: { body: unknown; query: unknown }, params: Record<string, string>,
+  options: HttpOptions,
+  route: AnyRoute,
+  ex: Exchange,
+  who: Principal,
+  input: { body: unknown; query: unknown },
+  params: Record<string, string>,
 ): Promise<void> {
   if (options.rateLimiter && who.kind === 'project') {
     const verdict = await options.rateLimiter.hit(who.keyId)
@@ -160,8 +193,13 @@ async function runRoute(
     }
   }
   const result: Result<unknown> = await route.handler({
-    body: input.body, query: input.query, params, principal: who,
-    projectId: who.kind === 'project' ? who.projectId : '', services: options.services, requestId: ex.requestId,
+    body: input.body,
+    query: input.query,
+    params,
+    principal: who,
+    projectId: who.kind === 'project' ? who.projectId : '',
+    services: options.services,
+    requestId: ex.requestId,
   })
   if (result.ok) send(options, ex, 200, statusLine(200), JSON.stringify(result.value))
   else fail(options, ex, result)
@@ -176,7 +214,8 @@ function serveRawRoute(app: TemplatedApp, options: HttpOptions, route: RawRoute)
     const params = readParams(req, paramNames)
     const contentType = req.getHeader('content-type')
     const query = req.getQuery() ?? ''
-    if (route.method === 'POST' && Number(req.getHeader('content-length') || 0) > options.maxBodyBytes) return fail(options, ex, tooLarge(options.maxBodyBytes), undefined, true)
+    if (route.method === 'POST' && Number(req.getHeader('content-length') || 0) > options.maxBodyBytes)
+      return fail(options, ex, tooLarge(options.maxBodyBytes), undefined, true)
     if (params === undefined) return fail(options, ex, invalid([{ path: '$', message: 'a path parameter is not valid percent-encoding' }]))
     const internal = (error: unknown) => internalFailure(options, ex, route.path, error)
     const run = (body: string) => {
@@ -214,7 +253,9 @@ function serveBuiltins(app: TemplatedApp, options: HttpOptions): void {
     const ex = begin(res, req, '/metrics')
     if (ex.done) return
     ex.done = true
-    res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'text/plain; version=0.0.4').writeHeader('x-request-id', ex.requestId).end(metrics.render()))
+    res.cork(() =>
+      res.writeStatus('200 OK').writeHeader('content-type', 'text/plain; version=0.0.4').writeHeader('x-request-id', ex.requestId).end(metrics.render()),
+    )
   })
   const openapiText = JSON.stringify(options.openapi)
   app.get('/v1/openapi.json', (res, req) => send(options, begin(res, req, '/v1/openapi.json'), 200, '200 OK', openapiText))
@@ -223,12 +264,22 @@ function serveBuiltins(app: TemplatedApp, options: HttpOptions): void {
 /** A known path with another method is 405 (with Allow); anything else is 404. */
 function serveUnmatched(app: TemplatedApp, options: HttpOptions): void {
   const allowed = new Map<string, string[]>()
-  for (const route of [...options.routes, ...(options.rawRoutes ?? [])]) (allowed.get(route.path) ?? allowed.set(route.path, []).get(route.path)!).push(route.method)
+  for (const route of [...options.routes, ...(options.rawRoutes ?? [])])
+    (allowed.get(route.path) ?? allowed.set(route.path, []).get(route.path)!).push(route.method)
   allowed.set('/healthz', ['GET']).set('/metrics', ['GET']).set('/v1/openapi.json', ['GET'])
   for (const [path, methods] of allowed) {
     app.any(path, (res, req) => {
       const ex = begin(res, req, path)
-      fail(options, ex, { kind: 'method_not_allowed', reason: 'method_not_allowed', message: `${req.getMethod().toUpperCase()} is not allowed here; use ${methods.join(', ')}.` }, { allow: methods.join(', ') })
+      fail(
+        options,
+        ex,
+        {
+          kind: 'method_not_allowed',
+          reason: 'method_not_allowed',
+          message: `${req.getMethod().toUpperCase()} is not allowed here; use ${methods.join(', ')}.`,
+        },
+        { allow: methods.join(', ') },
+      )
     })
   }
   app.any('/*', (res, req) => {
@@ -241,7 +292,9 @@ function serveUnmatched(app: TemplatedApp, options: HttpOptions): void {
 function readParams(req: HttpRequest, names: string[]): Record<string, string> | undefined {
   const params: Record<string, string> = {}
   try {
-    names.forEach((name, i) => { params[name] = decodeURIComponent(req.getParameter(i) ?? '') })
+    names.forEach((name, i) => {
+      params[name] = decodeURIComponent(req.getParameter(i) ?? '')
+    })
   } catch {
     return undefined
   }
@@ -263,7 +316,11 @@ function bearerKey(authorization: string): string | undefined {
 function identify(services: Services, authorization: string): Principal | Failure | undefined {
   const key = bearerKey(authorization)
   if (key === undefined) {
-    return failure('unauthenticated', 'unauthenticated', authorization ? 'The Authorization header must be `Bearer <API key>`.' : 'The Authorization header is missing.')
+    return failure(
+      'unauthenticated',
+      'unauthenticated',
+      authorization ? 'The Authorization header must be `Bearer <API key>`.' : 'The Authorization header is missing.',
+    )
   }
   return services.keys.verifyCached(key)
 }
@@ -284,12 +341,17 @@ function forbidden(message: string): Failure {
 }
 
 function parseInput(
-  route: AnyRoute, text: string, contentType: string, queryText: string,
-  bodyValidator: Validator | undefined, queryValidator: Validator | undefined,
+  route: AnyRoute,
+  text: string,
+  contentType: string,
+  queryText: string,
+  bodyValidator: Validator | undefined,
+  queryValidator: Validator | undefined,
 ): { body: unknown; query: unknown } | Failure {
   let body: unknown
   if (route.method === 'POST') {
-    if (!JSON_TYPE.test(contentType)) return invalid([{ path: '$', message: 'Content-Type must be application/json' }], 'The body must be JSON (Content-Type: application/json).')
+    if (!JSON_TYPE.test(contentType))
+      return invalid([{ path: '$', message: 'Content-Type must be application/json' }], 'The body must be JSON (Content-Type: application/json).')
     try {
       body = JSON.parse(text)
     } catch (error) {

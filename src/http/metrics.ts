@@ -10,7 +10,11 @@ class Histogram {
   observe(seconds: number): void {
     this.count++
     this.sum += seconds
-    for (let i = 0; i < BUCKETS.length; i++) if (seconds <= BUCKETS[i]!) { this.counts[i]!++; break }
+    for (let i = 0; i < BUCKETS.length; i++)
+      if (seconds <= BUCKETS[i]!) {
+        this.counts[i]!++
+        break
+      }
   }
   lines(name: string, labels: string): string[] {
     const out: string[] = []
@@ -45,11 +49,16 @@ export class Metrics {
 
   render(): string {
     const lines = ['# HELP metering_http_requests_total Requests answered, by route and status.', '# TYPE metering_http_requests_total counter']
-    for (const [route, entry] of this.routes) for (const [status, n] of entry.statuses) lines.push(`metering_http_requests_total{route="${route}",status="${status}"} ${n}`)
+    for (const [route, entry] of this.routes)
+      for (const [status, n] of entry.statuses) lines.push(`metering_http_requests_total{route="${route}",status="${status}"} ${n}`)
     lines.push('# HELP metering_http_request_duration_seconds Time from request to answer.', '# TYPE metering_http_request_duration_seconds histogram')
     for (const [route, entry] of this.routes) lines.push(...entry.latency.lines('metering_http_request_duration_seconds', `route="${route}"`))
     lines.push('# HELP metering_redis_script_seconds Round trip of Lua script calls, summed.', '# TYPE metering_redis_script_seconds summary')
-    for (const s of this.scripts) lines.push(`metering_redis_script_seconds_sum{script="${s.name}"} ${s.totalMs / 1000}`, `metering_redis_script_seconds_count{script="${s.name}"} ${s.calls}`)
+    for (const s of this.scripts)
+      lines.push(
+        `metering_redis_script_seconds_sum{script="${s.name}"} ${s.totalMs / 1000}`,
+        `metering_redis_script_seconds_count{script="${s.name}"} ${s.calls}`,
+      )
     return lines.join('\n') + '\n'
   }
 }

@@ -15,11 +15,13 @@ const isNamed = (value: unknown): value is TSchema & { $id: string } =>
  * the `$ref`s resolve against).
  */
 function jsonSchema(schema: TSchema, inline = false): unknown {
-  return JSON.parse(JSON.stringify(schema, function (key, value: unknown) {
-    if (key === '$id' && typeof value === 'string' && isNamed(this)) return undefined
-    if (isNamed(value) && !(inline && value === schema)) return ref(value.$id)
-    return value
-  }))
+  return JSON.parse(
+    JSON.stringify(schema, function (key, value: unknown) {
+      if (key === '$id' && typeof value === 'string' && isNamed(this)) return undefined
+      if (isNamed(value) && !(inline && value === schema)) return ref(value.$id)
+      return value
+    }),
+  )
 }
 
 const ERROR_TEXT: Record<number, string> = {
@@ -66,11 +68,17 @@ export function buildOpenApi(routes: readonly AnyRoute[]): Record<string, unknow
     }
     if (route.description) operation.description = route.description
     if (route.access.kind === 'public') operation.security = []
-    const parameters: unknown[] = [...route.path.matchAll(/:(\w+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string', minLength: 1 } }))
+    const parameters: unknown[] = [...route.path.matchAll(/:(\w+)/g)].map((m) => ({
+      name: m[1],
+      in: 'path',
+      required: true,
+      schema: { type: 'string', minLength: 1 },
+    }))
     if (route.query) {
       // The query object itself is never a $ref: its properties are the parameters.
       const query = jsonSchema(route.query, true) as { properties?: Record<string, unknown>; required?: string[] }
-      for (const [name, schema] of Object.entries(query.properties ?? {})) parameters.push({ name, in: 'query', required: query.required?.includes(name) ?? false, schema })
+      for (const [name, schema] of Object.entries(query.properties ?? {}))
+        parameters.push({ name, in: 'query', required: query.required?.includes(name) ?? false, schema })
     }
     if (parameters.length > 0) operation.parameters = parameters
     if (route.body) operation.requestBody = { required: true, content: { 'application/json': { schema: jsonSchema(route.body) } } }
@@ -81,7 +89,11 @@ export function buildOpenApi(routes: readonly AnyRoute[]): Record<string, unknow
   for (const name of [...named.keys()].sort()) schemas[name] = jsonSchema(named.get(name)!, true)
   return {
     openapi: '3.1.0',
-    info: { title: 'Metering gateway', version: '1.0.0', description: 'Usage metering and billing: budgets with holds, usage, entitlements, invoices, wallets.' },
+    info: {
+      title: 'Metering gateway',
+      version: '1.0.0',
+      description: 'Usage metering and billing: budgets with holds, usage, entitlements, invoices, wallets.',
+    },
     paths,
     components: {
       schemas,

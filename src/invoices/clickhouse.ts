@@ -28,21 +28,25 @@ interface UsageAggregates {
  * latest event. Exact, in units of 10^-8 (0 for a feature without events). One query for all features.
  */
 export async function cycleUsage(
-  store: ClickHouseStore, q: { projectId: string; customerId: string; fromMs: number; toMs: number; features: MeteredFeature[] },
+  store: ClickHouseStore,
+  q: { projectId: string; customerId: string; fromMs: number; toMs: number; features: MeteredFeature[] },
 ): Promise<Map<string, bigint>> {
   const usage = new Map<string, bigint>()
   if (q.features.length === 0) return usage
   const slugs = [...new Set(q.features.flatMap((f) => [f.featureSlug, f.eventSlug]))]
   const db = sqlIdent(store.database)
-  const rows = q.toMs <= q.fromMs ? [] : await store.query<UsageAggregates>(
-    `SELECT feature_slug AS fs, toString(sum(value)) AS s, toString(count()) AS n, toString(max(value)) AS m,
+  const rows =
+    q.toMs <= q.fromMs
+      ? []
+      : await store.query<UsageAggregates>(
+          `SELECT feature_slug AS fs, toString(sum(value)) AS s, toString(count()) AS n, toString(max(value)) AS m,
             toString(argMax(value, ts_ms)) AS l
      FROM ${db}.usage_events FINAL
      WHERE project_id = ${sqlLiteral(q.projectId)} AND customer_id = ${sqlLiteral(q.customerId)}
        AND ts_ms >= ${Math.floor(q.fromMs)} AND ts_ms < ${Math.floor(q.toMs)}
        AND feature_slug IN ${sqlList(slugs)}
      GROUP BY feature_slug`,
-  )
+        )
   const bySlug = new Map(rows.map((r) => [r.fs, r]))
   for (const f of q.features) {
     // The feature's rows carry its slug, or (the ingest path's mapping today) its meter's event slug.
@@ -65,11 +69,15 @@ function units(text: string): bigint {
 function aggregate(rows: UsageAggregates[], method: AggregationMethod): bigint {
   if (rows.length === 0) return 0n
   switch (method) {
-    case 'sum': return rows.reduce((s, r) => s + units(r.s), 0n)
-    case 'count': return rows.reduce((s, r) => s + BigInt(r.n), 0n) * UNITS_PER_ONE
-    // biome-ignore lint/complexity/useMathMinMax: bigints, which Math.max does not take
-    case 'max': return rows.map((r) => units(r.m)).reduce((a, b) => (a > b ? a : b))
+    case 'sum':
+      return rows.reduce((s, r) => s + units(r.s), 0n)
+    case 'count':
+      return rows.reduce((s, r) => s + BigInt(r.n), 0n) * UNITS_PER_ONE
+    case 'max':
+      // biome-ignore lint/complexity/useMathMinMax: bigints, which Math.max does not take
+      return rows.map((r) => units(r.m)).reduce((a, b) => (a > b ? a : b))
     // Two slugs' "latest" cannot be ordered without their times; the ingest path writes one of them only.
-    case 'latest': return units(rows[rows.length - 1]!.l)
+    case 'latest':
+      return units(rows[rows.length - 1]!.l)
   }
 }

@@ -69,8 +69,13 @@ export type DraftResult = { status: 'created' } | { status: 'exists'; record: St
 export async function draftInvoice(redis: RedisClient, a: DraftArgs): Promise<DraftResult> {
   const keys = [invoiceKey(a.projectId, a.invoice.id), subscriptionBillingKey(a.projectId, a.subscriptionId)]
   const args: string[] = [
-    a.rev, JSON.stringify(a.invoice), JSON.stringify(a.lines), a.dueTotal.toString(),
-    `billed:${a.billed.cycleStartAt}`, JSON.stringify(a.billed), String(a.updates.length),
+    a.rev,
+    JSON.stringify(a.invoice),
+    JSON.stringify(a.lines),
+    a.dueTotal.toString(),
+    `billed:${a.billed.cycleStartAt}`,
+    JSON.stringify(a.billed),
+    String(a.updates.length),
   ]
   for (const u of a.updates) args.push(`billed:${u.cycleStartAt}`, JSON.stringify(u))
   for (const start of a.forget) args.push(`billed:${start}`)

@@ -15,7 +15,16 @@ import { cycleUsage, type MeteredFeature } from './clickhouse.js'
 import { CATALOG_PATTERN, projectOfCatalogKey } from './keys.js'
 import * as store from './redis.js'
 import type {
-  BilledCycle, BilledUsage, CloseReport, InvoiceStatus, InvoiceWallet, LineKind, SettlementSource, StoredInvoice, StoredLine, WalletAllocation,
+  BilledCycle,
+  BilledUsage,
+  CloseReport,
+  InvoiceStatus,
+  InvoiceWallet,
+  LineKind,
+  SettlementSource,
+  StoredInvoice,
+  StoredLine,
+  WalletAllocation,
 } from './types.js'
 
 /**
@@ -123,7 +132,9 @@ export class InvoiceService {
 
   private async closeProject(projectId: string, now: number, report: CloseReport, onlyCustomerId?: string): Promise<void> {
     const state = await this.catalog.state(projectId)
-    const customerIds = Object.keys(state.index.customers).filter((c) => onlyCustomerId === undefined || c === onlyCustomerId).sort()
+    const customerIds = Object.keys(state.index.customers)
+      .filter((c) => onlyCustomerId === undefined || c === onlyCustomerId)
+      .sort()
     for (const customerId of customerIds) {
       const customer = await this.catalog.customer(projectId, customerId)
       if (!customer) continue
@@ -140,7 +151,14 @@ export class InvoiceService {
   }
 
   /** Closes the subscription's ended cycles in order, from its cursor; stops at the first that cannot be finalized. */
-  private async closeSubscription(projectId: string, catalog: StoredCatalog, customerId: string, sub: SubscriptionView, now: number, report: CloseReport): Promise<void> {
+  private async closeSubscription(
+    projectId: string,
+    catalog: StoredCatalog,
+    customerId: string,
+    sub: SubscriptionView,
+    now: number,
+    report: CloseReport,
+  ): Promise<void> {
     const billing = await store.readBillingState(this.redis, projectId, sub.id)
     let from = billing.cursor ?? firstStart(sub)
     for (let i = 0; i < this.options.maxCyclesPerRun; i++) {
@@ -178,7 +196,12 @@ export class InvoiceService {
     }
     const final = await this.settle(projectId, customerId, record, c.now)
     const outcome = await store.finalizeInvoice(this.redis, {
-      projectId, subscriptionId: sub.id, status: final.invoice.status, invoice: final.invoice, lines: final.lines, cycleEndAt: cycle.end,
+      projectId,
+      subscriptionId: sub.id,
+      status: final.invoice.status,
+      invoice: final.invoice,
+      lines: final.lines,
+      cycleEndAt: cycle.end,
       journal: final.lines.map((line, i) => `${INVOICE_LINES_TABLE}\t${JSON.stringify(journalRow(final.invoice, line, i))}`),
     })
     if (outcome === 'finalized') (created ? report.created : report.finalized).push(invoiceId)
@@ -186,19 +209,39 @@ export class InvoiceService {
   }
 
   /** Applies the customer's wallet credits to what the draft leaves due (idempotent per invoice), then totals the invoice. */
-  private async settle(projectId: string, customerId: string, record: store.StoredRecord, now: number): Promise<{ invoice: StoredInvoice; lines: StoredLine[] }> {
+  private async settle(
+    projectId: string,
+    customerId: string,
+    record: store.StoredRecord,
+    now: number,
+  ): Promise<{ invoice: StoredInvoice; lines: StoredLine[] }> {
     let lines = record.lines
     if (this.wallet && record.dueTotal > 0n) {
       const applied = await this.wallet.applyToInvoice(projectId, customerId, record.invoice.id, record.dueTotal, record.invoice.currency, now)
       const walletId = customerId
-      lines = cover(lines, (s) => s === 'due', applied.allocations.filter((a) => a.amountLedger > 0n).map((a) => ({
-        amount: a.amountLedger,
-        settle: (line: StoredLine, part: bigint): StoredLine => ({
-          ...line, amount: part.toString(), amount_due: '0', amount_paid: part.toString(), amount_included: '0', collectable: false,
-          settlement_source: settlementSourceOf(a), settlement_status: 'paid', wallet_credit_id: a.creditId ?? '', wallet_credit_source: a.source, wallet_id: walletId,
-          description: `${line.description} (wallet ${a.source} credit)`,
-        }),
-      })))
+      lines = cover(
+        lines,
+        (s) => s === 'due',
+        applied.allocations
+          .filter((a) => a.amountLedger > 0n)
+          .map((a) => ({
+            amount: a.amountLedger,
+            settle: (line: StoredLine, part: bigint): StoredLine => ({
+              ...line,
+              amount: part.toString(),
+              amount_due: '0',
+              amount_paid: part.toString(),
+              amount_included: '0',
+              collectable: false,
+              settlement_source: settlementSourceOf(a),
+              settlement_status: 'paid',
+              wallet_credit_id: a.creditId ?? '',
+              wallet_credit_source: a.source,
+              wallet_id: walletId,
+              description: `${line.description} (wallet ${a.source} credit)`,
+            }),
+          })),
+      )
     }
     lines = lines.map((line, i) => ({ ...line, entry_id: `${record.invoice.id}:${String(i + 1).padStart(3, '0')}` }))
     const sums = totals(lines)
@@ -225,9 +268,21 @@ export class InvoiceService {
     const lines = draftLines(charges, { invoiceId, statementKey, currency, createdAt }, pv.metadata.includedCreditAmount)
     const net = lines.reduce((s, l) => s + BigInt(l.amount_due), 0n)
     const invoice: StoredInvoice = {
-      id: invoiceId, project_id: projectId, subscription_id: sub.id, customer_id: customerId, status: 'draft', currency,
-      statement_key: statementKey, statement_start_at: cycle.start, statement_end_at: cycle.end,
-      due_at: now, past_due_at: now + pv.gracePeriod * DAY_MS, issue_date: now, sent_at: 0, paid_at: 0, ...totals(lines),
+      id: invoiceId,
+      project_id: projectId,
+      subscription_id: sub.id,
+      customer_id: customerId,
+      status: 'draft',
+      currency,
+      statement_key: statementKey,
+      statement_start_at: cycle.start,
+      statement_end_at: cycle.end,
+      due_at: now,
+      past_due_at: now + pv.gracePeriod * DAY_MS,
+      issue_date: now,
+      sent_at: 0,
+      paid_at: 0,
+      ...totals(lines),
     }
     const billed: BilledCycle = { invoiceId, cycleStartAt: cycle.start, cycleEndAt: cycle.end, currency, usage: billedUsage }
     return { invoice, lines, dueTotal: net > 0n ? net : 0n, billed, updates: late.updates, forget: late.forget }
@@ -237,9 +292,15 @@ export class InvoiceService {
    * Usage of this cycle, per the feature's meter, rated; and the quantities billed, kept with the
    * invoice so that late usage can later be billed as the difference.
    */
-  private async usageCharges(c: CycleContext, features: Map<string, Feature>, ownTrial: boolean): Promise<{ usageCharges: Charge[]; billedUsage: BilledUsage[] }> {
+  private async usageCharges(
+    c: CycleContext,
+    features: Map<string, Feature>,
+    ownTrial: boolean,
+  ): Promise<{ usageCharges: Charge[]; billedUsage: BilledUsage[] }> {
     const { projectId, catalog, customerId, cycle } = c
-    const metered = planFeatures(catalog, cycle.phase).filter((f) => f.featureType === 'usage').map((f) => meteredOf(f, features))
+    const metered = planFeatures(catalog, cycle.phase)
+      .filter((f) => f.featureType === 'usage')
+      .map((f) => meteredOf(f, features))
     const usage = await this.usage(projectId, customerId, cycle.start, cycle.end, metered)
     const usageCharges: Charge[] = []
     const billedUsage: BilledUsage[] = []
@@ -248,8 +309,16 @@ export class InvoiceService {
       billedUsage.push({ ...m.billed, quantity: quantity.toString() })
       const rated = rate({ featureType: m.fpv.featureType, config: m.fpv.config, quantity })
       usageCharges.push({
-        kind: 'usage', featureSlug: m.featureSlug, cycleStartAt: cycle.start, quantity, amount: rated.amount, trial: ownTrial,
-        description: describe(m.fpv, rated.lines.map((l) => l.description)),
+        kind: 'usage',
+        featureSlug: m.featureSlug,
+        cycleStartAt: cycle.start,
+        quantity,
+        amount: rated.amount,
+        trial: ownTrial,
+        description: describe(
+          m.fpv,
+          rated.lines.map((l) => l.description),
+        ),
       })
     }
     return { usageCharges, billedUsage }
@@ -272,16 +341,29 @@ export class InvoiceService {
         forget.push(start)
         continue
       }
-      const current = await this.usage(projectId, customerId, billed.cycleStartAt, billed.cycleEndAt, billed.usage.map((u) => ({ featureSlug: u.featureSlug, eventSlug: u.eventSlug, aggregationMethod: u.aggregationMethod })))
+      const current = await this.usage(
+        projectId,
+        customerId,
+        billed.cycleStartAt,
+        billed.cycleEndAt,
+        billed.usage.map((u) => ({ featureSlug: u.featureSlug, eventSlug: u.eventSlug, aggregationMethod: u.aggregationMethod })),
+      )
       let changed = false
       const moved = billed.usage.map((u) => {
         const old = BigInt(u.quantity)
         const fresh = current.get(u.featureSlug) ?? 0n
         if (fresh === old) return u
         changed = true
-        const amount = rate({ featureType: u.featureType, config: u.config, quantity: fresh }).amount - rate({ featureType: u.featureType, config: u.config, quantity: old }).amount
+        const amount =
+          rate({ featureType: u.featureType, config: u.config, quantity: fresh }).amount -
+          rate({ featureType: u.featureType, config: u.config, quantity: old }).amount
         charges.push({
-          kind: 'adjustment', featureSlug: u.featureSlug, cycleStartAt: billed.cycleStartAt, quantity: fresh - old, amount, trial: false,
+          kind: 'adjustment',
+          featureSlug: u.featureSlug,
+          cycleStartAt: billed.cycleStartAt,
+          quantity: fresh - old,
+          amount,
+          trial: false,
           description: `${u.featureSlug}: late usage of ${new Date(billed.cycleStartAt).toISOString()} to ${new Date(billed.cycleEndAt).toISOString()} (billed ${formatUnits(old)}, now ${formatUnits(fresh)})`,
         })
         return { ...u, quantity: fresh.toString() }
@@ -340,7 +422,14 @@ function cycleFeeCharges(c: CycleContext, ownTrial: boolean): Charge[] {
   }
   const next = cycleFrom(sub, cycle.end)
   if (next && next.start === cycle.end && next.phase.planVersion.whenToBill === 'pay_in_advance') {
-    charges.push(...feeCharges(catalog, next, next.start < next.phase.trialEndsAt, ` (in advance, ${new Date(next.start).toISOString()} to ${new Date(next.end).toISOString()})`))
+    charges.push(
+      ...feeCharges(
+        catalog,
+        next,
+        next.start < next.phase.trialEndsAt,
+        ` (in advance, ${new Date(next.start).toISOString()} to ${new Date(next.end).toISOString()})`,
+      ),
+    )
   }
   return charges
 }
@@ -351,28 +440,66 @@ function cycleFeeCharges(c: CycleContext, ownTrial: boolean): Charge[] {
  * usage lines, and each line gets its entry id.
  */
 function draftLines(
-  charges: Charge[], invoice: { invoiceId: string; statementKey: string; currency: Currency; createdAt: string }, includedCreditAmount: number | undefined,
+  charges: Charge[],
+  invoice: { invoiceId: string; statementKey: string; currency: Currency; createdAt: string },
+  includedCreditAmount: number | undefined,
 ): StoredLine[] {
   const { invoiceId, statementKey, currency, createdAt } = invoice
   let lines: StoredLine[] = charges.map((ch) => {
     const amount = ch.amount.toString()
     const base = {
-      entry_id: '', statement_key: statementKey, kind: ch.kind, description: ch.description, quantity: formatUnits(ch.quantity), amount,
-      wallet_credit_id: '', wallet_credit_source: '', wallet_id: '', currency, created_at: createdAt, feature_slug: ch.featureSlug, cycle_start_at: ch.cycleStartAt,
+      entry_id: '',
+      statement_key: statementKey,
+      kind: ch.kind,
+      description: ch.description,
+      quantity: formatUnits(ch.quantity),
+      amount,
+      wallet_credit_id: '',
+      wallet_credit_source: '',
+      wallet_id: '',
+      currency,
+      created_at: createdAt,
+      feature_slug: ch.featureSlug,
+      cycle_start_at: ch.cycleStartAt,
     }
     return ch.trial
-      ? { ...base, amount_due: '0', amount_paid: '0', amount_included: amount, collectable: false, settlement_source: 'trial' as const, settlement_status: 'included' as const }
-      : { ...base, amount_due: amount, amount_paid: '0', amount_included: '0', collectable: ch.amount > 0n, settlement_source: 'provider' as const, settlement_status: 'due' as const }
+      ? {
+          ...base,
+          amount_due: '0',
+          amount_paid: '0',
+          amount_included: amount,
+          collectable: false,
+          settlement_source: 'trial' as const,
+          settlement_status: 'included' as const,
+        }
+      : {
+          ...base,
+          amount_due: amount,
+          amount_paid: '0',
+          amount_included: '0',
+          collectable: ch.amount > 0n,
+          settlement_source: 'provider' as const,
+          settlement_status: 'due' as const,
+        }
   })
   const included = BigInt(includedCreditAmount ?? 0)
   if (included > 0n) {
-    lines = cover(lines, (s, l) => s === 'due' && l.kind === 'usage', [{
-      amount: included,
-      settle: (line, part) => ({
-        ...line, amount: part.toString(), amount_due: '0', amount_paid: '0', amount_included: part.toString(), collectable: false,
-        settlement_source: 'plan_included', settlement_status: 'included', description: `${line.description} (included credit)`,
-      }),
-    }])
+    lines = cover(lines, (s, l) => s === 'due' && l.kind === 'usage', [
+      {
+        amount: included,
+        settle: (line, part) => ({
+          ...line,
+          amount: part.toString(),
+          amount_due: '0',
+          amount_paid: '0',
+          amount_included: part.toString(),
+          collectable: false,
+          settlement_source: 'plan_included',
+          settlement_status: 'included',
+          description: `${line.description} (included credit)`,
+        }),
+      },
+    ])
   }
   return lines.map((line, i) => ({ ...line, entry_id: `${invoiceId}:${String(i + 1).padStart(3, '0')}` }))
 }
@@ -423,7 +550,10 @@ function meteredOf(fpv: StoredPlanFeature, features: Map<string, Feature>): Mete
   const eventSlug = meter?.eventSlug || fpv.featureSlug
   const aggregationMethod = meter?.aggregationMethod ?? 'sum'
   return {
-    featureSlug: fpv.featureSlug, eventSlug, aggregationMethod, fpv,
+    featureSlug: fpv.featureSlug,
+    eventSlug,
+    aggregationMethod,
+    fpv,
     billed: { featureSlug: fpv.featureSlug, featurePlanVersionId: fpv.id, featureType: fpv.featureType, config: fpv.config, eventSlug, aggregationMethod },
   }
 }
@@ -431,11 +561,25 @@ function meteredOf(fpv: StoredPlanFeature, features: Map<string, Feature>): Mete
 /** The fee lines (flat, package, tier features) of a cycle, priced on its phase's item units. */
 function feeCharges(catalog: StoredCatalog, cycle: Cycle, trial: boolean, suffix: string): Charge[] {
   const units = new Map(cycle.phase.items.map((item) => [item.featurePlanVersionId, item.units]))
-  return planFeatures(catalog, cycle.phase).filter((f) => f.featureType !== 'usage').map((f) => {
-    const quantity = toQuantityUnits(decimalOf(units.get(f.id) ?? f.defaultQuantity))
-    const rated = rate({ featureType: f.featureType, config: f.config, quantity })
-    return { kind: 'fee' as const, featureSlug: f.featureSlug, cycleStartAt: cycle.start, quantity, amount: rated.amount, trial, description: describe(f, rated.lines.map((l) => l.description)) + suffix }
-  })
+  return planFeatures(catalog, cycle.phase)
+    .filter((f) => f.featureType !== 'usage')
+    .map((f) => {
+      const quantity = toQuantityUnits(decimalOf(units.get(f.id) ?? f.defaultQuantity))
+      const rated = rate({ featureType: f.featureType, config: f.config, quantity })
+      return {
+        kind: 'fee' as const,
+        featureSlug: f.featureSlug,
+        cycleStartAt: cycle.start,
+        quantity,
+        amount: rated.amount,
+        trial,
+        description:
+          describe(
+            f,
+            rated.lines.map((l) => l.description),
+          ) + suffix,
+      }
+    })
 }
 
 function describe(f: StoredPlanFeature, parts: string[]): string {
@@ -455,7 +599,8 @@ function decimalOf(n: number): string {
  * "(continued)"). Only positive due amounts are covered.
  */
 function cover(
-  lines: StoredLine[], eligible: (status: StoredLine['settlement_status'], line: StoredLine) => boolean,
+  lines: StoredLine[],
+  eligible: (status: StoredLine['settlement_status'], line: StoredLine) => boolean,
   coverers: { amount: bigint; settle: (line: StoredLine, part: bigint) => StoredLine }[],
 ): StoredLine[] {
   const out: StoredLine[] = []
@@ -486,9 +631,12 @@ function settlementSourceOf(a: WalletAllocation): SettlementSource {
   switch (a.source) {
     case 'manual':
     case 'refund':
-    case 'goodwill': return 'manual'
-    case 'trial': return 'trial'
-    default: return a.creditId === null ? 'cash_wallet' : 'promo'
+    case 'goodwill':
+      return 'manual'
+    case 'trial':
+      return 'trial'
+    default:
+      return a.creditId === null ? 'cash_wallet' : 'promo'
   }
 }
 

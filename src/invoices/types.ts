@@ -97,7 +97,14 @@ export interface WalletAllocation {
  * idempotent per invoiceId (a second call answers the first call's allocations).
  */
 export interface InvoiceWallet {
-  applyToInvoice(projectId: string, customerId: string, invoiceId: string, amountLedger: bigint, currency: string, now: number): Promise<{
+  applyToInvoice(
+    projectId: string,
+    customerId: string,
+    invoiceId: string,
+    amountLedger: bigint,
+    currency: string,
+    now: number,
+  ): Promise<{
     allocations: WalletAllocation[]
     remainingLedger: bigint
     walletId?: string

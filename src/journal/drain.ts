@@ -139,11 +139,13 @@ export async function drainJournal(options: DrainOptions): Promise<DrainResult> 
     const batch = lists.slice(at, at + listsPerBatch)
     const token = randomBytes(12).toString('hex')
     // Claims and reads go out together; ioredis pipelines them over each node's connection.
-    const claimed = await Promise.all(batch.map(async (list) => {
-      const ok = await redis.set(claimKey(list), token, 'PX', claimMs, 'NX')
-      if (ok !== 'OK') return undefined
-      return { list, entries: await redis.lrange(list, 0, maxPerList - 1) }
-    }))
+    const claimed = await Promise.all(
+      batch.map(async (list) => {
+        const ok = await redis.set(claimKey(list), token, 'PX', claimMs, 'NX')
+        if (ok !== 'OK') return undefined
+        return { list, entries: await redis.lrange(list, 0, maxPerList - 1) }
+      }),
+    )
     const held = claimed.filter((c): c is { list: string; entries: string[] } => c !== undefined)
     result.busy += batch.length - held.length
 
@@ -170,14 +172,17 @@ export async function drainJournal(options: DrainOptions): Promise<DrainResult> 
     result.inserted += stored.inserted
     result.skipped += stored.skipped
 
-    await Promise.all(parsed.map(async (l) => {
-      // The entries up to the first one whose table failed; dead-lettered ones count as done.
-      let n = l.parsed.findIndex((p) => 'table' in p && stored.failedTables.has(p.table))
-      if (n < 0) n = l.entries.length
-      result.failed += l.entries.length - n
-      const held = (await trimScript.run(redis, [l.list, claimKey(l.list)], [token, n])) as unknown
-      if (held !== 1) logger?.warn({ list: l.list }, 'journal claim expired before the trim: the next round reads these entries again (and skips what is stored)')
-    }))
+    await Promise.all(
+      parsed.map(async (l) => {
+        // The entries up to the first one whose table failed; dead-lettered ones count as done.
+        let n = l.parsed.findIndex((p) => 'table' in p && stored.failedTables.has(p.table))
+        if (n < 0) n = l.entries.length
+        result.failed += l.entries.length - n
+        const held = (await trimScript.run(redis, [l.list, claimKey(l.list)], [token, n])) as unknown
+        if (held !== 1)
+          logger?.warn({ list: l.list }, 'journal claim expired before the trim: the next round reads these entries again (and skips what is stored)')
+      }),
+    )
   }
   return result
 }

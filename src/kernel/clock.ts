@@ -7,7 +7,11 @@ export const systemClock: Clock = () => Date.now()
 export function manualClock(startMs: number): Clock & { set(ms: number): void; advance(ms: number): void } {
   let now = startMs
   const clock = (() => now) as Clock & { set(ms: number): void; advance(ms: number): void }
-  clock.set = (ms) => { now = ms }
-  clock.advance = (ms) => { now += ms }
+  clock.set = (ms) => {
+    now = ms
+  }
+  clock.advance = (ms) => {
+    now += ms
+  }
   return clock
 }

@@ -8,7 +8,23 @@ import type { Principal } from './types.js'
 import { REVOCATION_CHANNEL, apiKeyIdKey, apiKeyKey, projectKey } from './keys.js'
 
 /** Scopes a project key can hold; `*` holds them all. */
-export const SCOPES = ['analytics:read', 'budgets:read', 'budgets:write', 'catalog:read', 'catalog:write', 'invoices:read', 'invoices:write', 'keys:write', 'payments:read', 'payments:write', 'runs:read', 'runs:write', 'wallet:read', 'wallet:write', 'webhooks:write'] as const
+export const SCOPES = [
+  'analytics:read',
+  'budgets:read',
+  'budgets:write',
+  'catalog:read',
+  'catalog:write',
+  'invoices:read',
+  'invoices:write',
+  'keys:write',
+  'payments:read',
+  'payments:write',
+  'runs:read',
+  'runs:write',
+  'wallet:read',
+  'wallet:write',
+  'webhooks:write',
+] as const
 const KEY_FORMAT = /^mk_[A-Za-z0-9_-]{43}$/
 /** How long a verified key is trusted without asking Redis again; revocations arrive sooner by pub/sub. */
 const CACHE_MS = 60_000
@@ -42,7 +58,11 @@ export class KeyService extends EventEmitter {
   private subscriber: RedisClient | undefined
   private readonly rootKey: Buffer | undefined
 
-  constructor(private readonly redis: RedisClient, private readonly clock: Clock, rootKey?: string) {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly clock: Clock,
+    rootKey?: string,
+  ) {
     super()
     this.rootKey = rootKey ? Buffer.from(rootKey) : undefined
   }
@@ -125,7 +145,13 @@ export class KeyService extends EventEmitter {
     const scopes = options.scopes ?? ['*']
     const expiresAt = options.expiresAt ?? null
     await this.redis.hset(apiKeyKey(sha), {
-      keyId, projectId, scopes: scopes.join(','), expiresAt: expiresAt ?? '', revoked: '0', name: options.name ?? '', createdAt: String(this.clock()),
+      keyId,
+      projectId,
+      scopes: scopes.join(','),
+      expiresAt: expiresAt ?? '',
+      revoked: '0',
+      name: options.name ?? '',
+      createdAt: String(this.clock()),
     })
     await this.redis.set(apiKeyIdKey(keyId), sha)
     return { keyId, apiKey, projectId, scopes, expiresAt }

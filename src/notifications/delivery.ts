@@ -59,7 +59,14 @@ export async function attemptDelivery(input: {
     return { ok: false, status: res.status, error: `HTTP ${res.status}` }
   } catch (err) {
     const name = err instanceof Error ? err.name : ''
-    const message = name === 'TimeoutError' ? `no answer within ${input.timeoutMs} ms` : err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)
+    const message =
+      name === 'TimeoutError'
+        ? `no answer within ${input.timeoutMs} ms`
+        : err instanceof Error
+          ? err.cause instanceof Error
+            ? err.cause.message
+            : err.message
+          : String(err)
     return { ok: false, status: null, error: message }
   }
 }

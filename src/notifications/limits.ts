@@ -40,7 +40,8 @@ export class LimitChecker {
     for (const row of rows) {
       const key = JSON.stringify([row.project_id, row.customer_id, row.feature_slug])
       const seen = latest.get(key)
-      if (!seen || seen.tsMs < row.ts_ms) latest.set(key, { projectId: row.project_id, customerId: row.customer_id, featureSlug: row.feature_slug, tsMs: row.ts_ms })
+      if (!seen || seen.tsMs < row.ts_ms)
+        latest.set(key, { projectId: row.project_id, customerId: row.customer_id, featureSlug: row.feature_slug, tsMs: row.ts_ms })
     }
     // A batch may hold thousands of customers: up to CHECKS_IN_FLIGHT checks at once.
     const targets = [...latest.values()]
@@ -76,8 +77,17 @@ export class LimitChecker {
     const won = await redis.set(key, String(now), 'PX', ttlMs, 'NX')
     if (won !== 'OK') return false
     const event: LimitReached = {
-      type: 'limit.reached', id: notificationIdOf(key), projectId, customerId, featureSlug, entitlementId: limit.id,
-      limit: limit.amount, used: limit.used, window: limit.window, resetsAt: limit.resetsAt, at: now,
+      type: 'limit.reached',
+      id: notificationIdOf(key),
+      projectId,
+      customerId,
+      featureSlug,
+      entitlementId: limit.id,
+      limit: limit.amount,
+      used: limit.used,
+      window: limit.window,
+      resetsAt: limit.resetsAt,
+      at: now,
     }
     try {
       await this.deps.queue(event)

@@ -64,15 +64,17 @@ export class Notifications {
    * `connection` is the queue's own: sharing the gateway's command connection with BullMQ cost
    * the budget hot path about 15% of its throughput (measured with bench/authorize).
    */
-  constructor(private readonly connection: RedisClient, private readonly logger: Logger, queueName = NOTIFICATIONS_QUEUE) {
+  constructor(
+    private readonly connection: RedisClient,
+    private readonly logger: Logger,
+    queueName = NOTIFICATIONS_QUEUE,
+  ) {
     this.queue = new Queue(queueName, { connection, prefix: QUEUE_PREFIX })
   }
 
   limitCrossed(event: Omit<LimitCrossed, 'type' | 'id'>): void {
     const job: LimitCrossed = { type: 'limit.crossed', id: 'ntf_' + randomUUID().replace(/-/g, ''), ...event }
-    this.queue
-      .add(job.type, job, JOB_OPTIONS)
-      .catch((err: unknown) => this.logger.error({ err, event: job }, 'could not queue a limit.crossed notification'))
+    this.queue.add(job.type, job, JOB_OPTIONS).catch((err: unknown) => this.logger.error({ err, event: job }, 'could not queue a limit.crossed notification'))
   }
 
   /** Queues a limit.reached notification; its id is the BullMQ job id, so adding it twice queues it once while the job is kept. */

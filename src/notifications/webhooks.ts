@@ -68,7 +68,10 @@ export function urlProblem(text: string): string | undefined {
  * a hash by delivery id with a sorted set giving their order.
  */
 export class WebhookService {
-  constructor(private readonly redis: RedisClient, private readonly clock: Clock) {}
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly clock: Clock,
+  ) {}
 
   /**
    * Creates an endpoint (`id` absent or new) or replaces what the body says of an existing one.
@@ -115,7 +118,9 @@ export class WebhookService {
   /** Every endpoint of the project, secrets included, in creation order. */
   async endpoints(projectId: string): Promise<WebhookEndpoint[]> {
     const all = await this.redis.hgetall(endpointsKey(projectId))
-    return Object.values(all).map((text) => JSON.parse(text) as WebhookEndpoint).sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
+    return Object.values(all)
+      .map((text) => JSON.parse(text) as WebhookEndpoint)
+      .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
   }
 
   async endpoint(projectId: string, id: string): Promise<WebhookEndpoint | undefined> {
@@ -129,14 +134,16 @@ export class WebhookService {
    */
   async recordFailure(projectId: string, failed: FailedDelivery, kept: number): Promise<void> {
     const index = failedIndexKey(projectId)
-    await this.redis.multi()
-      .hset(failedKey(projectId), failed.deliveryId, JSON.stringify(failed))
-      .zadd(index, failed.failedAt, failed.deliveryId)
-      .exec()
+    await this.redis.multi().hset(failedKey(projectId), failed.deliveryId, JSON.stringify(failed)).zadd(index, failed.failedAt, failed.deliveryId).exec()
     const excess = (await this.redis.zcard(index)) - kept
     if (excess > 0) {
       const old = await this.redis.zrange(index, 0, excess - 1)
-      if (old.length > 0) await this.redis.multi().zrem(index, ...old).hdel(failedKey(projectId), ...old).exec()
+      if (old.length > 0)
+        await this.redis
+          .multi()
+          .zrem(index, ...old)
+          .hdel(failedKey(projectId), ...old)
+          .exec()
     }
   }
 

@@ -47,12 +47,19 @@ const NAMES: Record<Exclude<ProviderCode, 'sandbox'>, { name: string; env: strin
  * still 412 (provider_not_implemented): this version makes no network calls to providers.
  */
 export class ExternalProvider implements PaymentProvider {
-  constructor(readonly code: Exclude<ProviderCode, 'sandbox'>, private readonly credential: string | undefined) {}
+  constructor(
+    readonly code: Exclude<ProviderCode, 'sandbox'>,
+    private readonly credential: string | undefined,
+  ) {}
 
   private refuse(): Result<never> {
     const { name, env } = NAMES[this.code]
     return this.credential
-      ? failure('precondition_failed', 'provider_not_implemented', `${name} credentials are configured, but the ${name} integration is not implemented in this version; use the sandbox provider.`)
+      ? failure(
+          'precondition_failed',
+          'provider_not_implemented',
+          `${name} credentials are configured, but the ${name} integration is not implemented in this version; use the sandbox provider.`,
+        )
       : failure('precondition_failed', 'provider_not_configured', `The ${this.code} provider is not configured: set ${env} to enable it.`)
   }
 

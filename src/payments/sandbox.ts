@@ -80,13 +80,20 @@ export class SandboxProvider implements PaymentProvider {
       return (await this.consume(token)) ? { kind: 'redirect', location: session.cancelUrl } : gone()
     }
     const values: CardForm = {
-      name: form.get('name') ?? '', number: form.get('number') ?? '', expMonth: form.get('expMonth') ?? '',
-      expYear: form.get('expYear') ?? '', cvc: form.get('cvc') ?? '',
+      name: form.get('name') ?? '',
+      number: form.get('number') ?? '',
+      expMonth: form.get('expMonth') ?? '',
+      expYear: form.get('expYear') ?? '',
+      cvc: form.get('cvc') ?? '',
     }
     const checked = checkCard(values, this.clock())
     if (!checked.ok) {
       const { name, expMonth, expYear } = values
-      return { kind: 'html', status: 400, html: setupFormPage({ action: this.pagePath(token), customerId: session.customerId, values: { name, expMonth, expYear }, errors: checked.errors }) }
+      return {
+        kind: 'html',
+        status: 400,
+        html: setupFormPage({ action: this.pagePath(token), customerId: session.customerId, values: { name, expMonth, expYear }, errors: checked.errors }),
+      }
     }
     if (!(await this.consume(token))) return gone()
     const key = methodsKey(session.projectId, session.customerId)
@@ -106,7 +113,8 @@ export class SandboxProvider implements PaymentProvider {
     if (text === null) return { kind: 'html', status: 404, html: messagePage('Link not found', 'This payment setup link does not exist. Ask for a new one.') }
     if (text === USED) return gone()
     const session = JSON.parse(text) as Session
-    if (session.expiresAt <= this.clock()) return { kind: 'html', status: 410, html: messagePage('Link expired', 'This payment setup link has expired. Ask for a new one.') }
+    if (session.expiresAt <= this.clock())
+      return { kind: 'html', status: 410, html: messagePage('Link expired', 'This payment setup link has expired. Ask for a new one.') }
     return session
   }
 

@@ -30,7 +30,11 @@ export class PaymentService {
   readonly sandbox: SandboxProvider
   private readonly providers: Record<ProviderCode, PaymentProvider>
 
-  constructor(private readonly redis: RedisClient, clock: Clock, options: PaymentOptions) {
+  constructor(
+    private readonly redis: RedisClient,
+    clock: Clock,
+    options: PaymentOptions,
+  ) {
     this.sandbox = new SandboxProvider(redis, clock, options.baseUrl, options.setupTtlMs)
     this.providers = {
       sandbox: this.sandbox,

@@ -10,7 +10,11 @@ const WINDOW_MS = 1000
  * gateway. Off unless METERING_RATE_LIMIT is set, because it costs a round trip per request.
  */
 export class RateLimiter {
-  constructor(private readonly redis: RedisClient, private readonly clock: Clock, readonly perSecond: number) {}
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly clock: Clock,
+    readonly perSecond: number,
+  ) {}
 
   /** Counts a request; answers how long to wait when it is over the limit. */
   async hit(keyId: string): Promise<{ allowed: true } | { allowed: false; retryAfterMs: number }> {

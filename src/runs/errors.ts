@@ -7,7 +7,17 @@ import type { ConsumeReason, Run } from './types.js'
  * expireRuns-7 and purgeRuns-N answer a count, no status.
  */
 export const RUN_SCRIPT_STATUSES = {
-  startRun: ['ok', 'replayed', 'idempotency_conflict', 'parent_not_found', 'parent_not_running', 'currency_mismatch', 'insufficient_funds', 'insufficient_budget', 'lease_closed'],
+  startRun: [
+    'ok',
+    'replayed',
+    'idempotency_conflict',
+    'parent_not_found',
+    'parent_not_running',
+    'currency_mismatch',
+    'insufficient_funds',
+    'insufficient_budget',
+    'lease_closed',
+  ],
   endRun: ['ok', 'run_not_found', 'replayed', 'run_not_running'],
   consumeRun: ['run_not_found', 'duplicate', 'expired', 'not_running', 'stale', 'entitlement_denied', 'stale_usage', 'insufficient_budget', 'accepted'],
 } as const
@@ -55,14 +65,30 @@ const FAILURES: Record<RunFailureStatus, (c: RunFailureContext) => Failure> = {
   idempotency_conflict: () => failure('conflict', 'idempotency_conflict', 'This idempotencyKey started another run of this customer with a different request.'),
   parent_not_found: (c) => failure('not_found', 'parent_not_found', `Run ${c.parentRunId} is not a run of customer ${c.customerId}.`),
   parent_not_running: (c) => failure('conflict', 'parent_not_running', `Run ${c.parentRunId} is not running: a child run reserves from a running parent.`),
-  currency_mismatch: (c) => failure('conflict', 'currency_mismatch', c.featureSlug !== undefined
-    ? `Feature ${c.featureSlug} is priced in ${c.pricedIn}; run ${c.runId} is in ${c.currency}.`
-    : c.parentRunId ? `The parent run is not in ${c.currency}.` : `The customer's wallet is not in ${c.currency}.`),
-  insufficient_funds: (c) => failure('budget_exceeded', 'insufficient_funds',
-    `The customer's wallet has less than ${c.budgetAmountMinor} minor units of ${c.currency} available (GET /v1/wallet/balance).`),
-  insufficient_budget: (c) => failure('budget_exceeded', 'insufficient_budget', `Run ${c.parentRunId} has less than ${c.budgetAmountMinor} minor units remaining.`),
-  lease_closed: (c) => failure('conflict', 'lease_closed',
-    `The lease this idempotencyKey took on budget ${c.budgetKey} ended before its run started; start the run with a new idempotencyKey.`),
+  currency_mismatch: (c) =>
+    failure(
+      'conflict',
+      'currency_mismatch',
+      c.featureSlug !== undefined
+        ? `Feature ${c.featureSlug} is priced in ${c.pricedIn}; run ${c.runId} is in ${c.currency}.`
+        : c.parentRunId
+          ? `The parent run is not in ${c.currency}.`
+          : `The customer's wallet is not in ${c.currency}.`,
+    ),
+  insufficient_funds: (c) =>
+    failure(
+      'budget_exceeded',
+      'insufficient_funds',
+      `The customer's wallet has less than ${c.budgetAmountMinor} minor units of ${c.currency} available (GET /v1/wallet/balance).`,
+    ),
+  insufficient_budget: (c) =>
+    failure('budget_exceeded', 'insufficient_budget', `Run ${c.parentRunId} has less than ${c.budgetAmountMinor} minor units remaining.`),
+  lease_closed: (c) =>
+    failure(
+      'conflict',
+      'lease_closed',
+      `The lease this idempotencyKey took on budget ${c.budgetKey} ended before its run started; start the run with a new idempotencyKey.`,
+    ),
   run_not_running: (c) => failure('conflict', 'run_not_running', `Run ${c.runId} already ended as ${c.run?.status}.`, { run: c.run }),
   stale: (c) => runBusy(c),
   stale_usage: (c) => runBusy(c),

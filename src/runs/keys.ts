@@ -29,7 +29,15 @@ export interface RunKeys {
 
 export function runKeys(projectId: string, customerId: string): RunKeys {
   const w = walletKeys(projectId, customerId)
-  return { runs: `${PREFIX}${projectTag(projectId)}:rn:${customerId}`, wallet: w.wallet, credits: w.credits, journal: w.journal, deadlines: deadlinesKey(projectId), purges: purgesKey(projectId), leases: leaseSettlementsKey(projectId) }
+  return {
+    runs: `${PREFIX}${projectTag(projectId)}:rn:${customerId}`,
+    wallet: w.wallet,
+    credits: w.credits,
+    journal: w.journal,
+    deadlines: deadlinesKey(projectId),
+    purges: purgesKey(projectId),
+    leases: leaseSettlementsKey(projectId),
+  }
 }
 
 /** runId → customerId, for the project. */

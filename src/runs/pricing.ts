@@ -44,7 +44,10 @@ export function quantityOf(meter: FeaturePricing['meter'], properties: Record<st
   const value = properties?.[field]
   const text = typeof value === 'number' && Number.isFinite(value) && value >= 0 ? String(value) : typeof value === 'string' ? value : undefined
   if (text === undefined || !DECIMAL.test(text)) {
-    return { path: `$.properties.${field}`, message: `the feature's meter sums properties.${field}: a non-negative number with at most 8 fractional digits is needed` }
+    return {
+      path: `$.properties.${field}`,
+      message: `the feature's meter sums properties.${field}: a non-negative number with at most 8 fractional digits is needed`,
+    }
   }
   return toQuantityUnits(text)
 }

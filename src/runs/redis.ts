@@ -50,8 +50,15 @@ export interface RunLease {
 /** Reads runReply (lua/includes/runs.lua) from `at`. */
 function readRun(runId: string, reply: unknown[], at: number): RunState {
   const run: RunState = {
-    runId, status: String(reply[at]) as RunStatus, budget: Number(reply[at + 1]), consumed: Number(reply[at + 2]), childHeld: Number(reply[at + 3]),
-    deadline: Number(reply[at + 4]), endedAt: Number(reply[at + 5]), currency: String(reply[at + 6]), meta: JSON.parse(String(reply[at + 7])) as RunMeta,
+    runId,
+    status: String(reply[at]) as RunStatus,
+    budget: Number(reply[at + 1]),
+    consumed: Number(reply[at + 2]),
+    childHeld: Number(reply[at + 3]),
+    deadline: Number(reply[at + 4]),
+    endedAt: Number(reply[at + 5]),
+    currency: String(reply[at + 6]),
+    meta: JSON.parse(String(reply[at + 7])) as RunMeta,
   }
   const ls = String(reply[at + 8] ?? '')
   if (ls !== '') {
@@ -67,9 +74,19 @@ const keyList = (projectId: string, customerId: string) => {
 }
 
 export async function startRun(
-  redis: RedisClient, projectId: string, customerId: string, nowMs: number,
+  redis: RedisClient,
+  projectId: string,
+  customerId: string,
+  nowMs: number,
   input: {
-    idempotencyKey: string; fingerprint: string; budget: number; x: number; currency: string; parentRunId: string; deadline: number; meta: RunMeta
+    idempotencyKey: string
+    fingerprint: string
+    budget: number
+    x: number
+    currency: string
+    parentRunId: string
+    deadline: number
+    meta: RunMeta
     /** A root run leasing from a budget: the lease taken for it, and whether it is still open. */
     lease?: { budgetKey: string; number: string; open: boolean }
   },
@@ -77,8 +94,19 @@ export async function startRun(
   const keys = [...keyList(projectId, customerId), walletKeys(projectId, customerId).counters, runIndexKey(projectId)]
   const lease = input.lease ? `${input.lease.number}|${input.lease.budgetKey}` : ''
   const args = [
-    projectId, customerId, nowMs, input.idempotencyKey, input.fingerprint, input.budget, input.x, input.currency, input.parentRunId, input.deadline, JSON.stringify(input.meta),
-    lease, input.lease?.open ? '1' : '0',
+    projectId,
+    customerId,
+    nowMs,
+    input.idempotencyKey,
+    input.fingerprint,
+    input.budget,
+    input.x,
+    input.currency,
+    input.parentRunId,
+    input.deadline,
+    JSON.stringify(input.meta),
+    lease,
+    input.lease?.open ? '1' : '0',
   ]
   const reply = await scripts.start.run(redis, keys, args)
   const status = statusOf('startRun', scripts.start, reply)
@@ -93,7 +121,14 @@ export async function indexOfRun(redis: RedisClient, projectId: string, runId: s
   return { currency: value.slice(0, bar), customerId: value.slice(bar + 1) }
 }
 
-export async function endRun(redis: RedisClient, projectId: string, customerId: string, nowMs: number, runId: string, action: 'get' | RunStatus): Promise<{ status: StatusOf<'endRun'>; run?: RunState }> {
+export async function endRun(
+  redis: RedisClient,
+  projectId: string,
+  customerId: string,
+  nowMs: number,
+  runId: string,
+  action: 'get' | RunStatus,
+): Promise<{ status: StatusOf<'endRun'>; run?: RunState }> {
   const reply = await scripts.end.run(redis, keyList(projectId, customerId), [projectId, customerId, nowMs, runId, action])
   const status = statusOf('endRun', scripts.end, reply)
   return reply.length > 1 ? { status, run: readRun(runId, reply, 1) } : { status }
@@ -126,11 +161,33 @@ export interface ConsumeOutcome {
 }
 
 export async function consumeRun(
-  redis: RedisClient, projectId: string, customerId: string, nowMs: number, runId: string, a: ConsumeArgs,
+  redis: RedisClient,
+  projectId: string,
+  customerId: string,
+  nowMs: number,
+  runId: string,
+  a: ConsumeArgs,
 ): Promise<ConsumeOutcome> {
   const keys = [...keyList(projectId, customerId), ...consumeKeys(projectId, customerId), runDataKey(projectId, runId), usageKey(projectId, customerId)]
   const [hi, lo] = toPair(a.ledger)
-  const args = [projectId, customerId, nowMs, runId, a.idempotencyKey, a.featureSlug, a.entitled ? '1' : '0', a.mode, hi, lo, a.catalogVersion, a.subscriptionStatus, a.usageBefore, a.usageAfter, a.row, ...(a.counting ?? [])]
+  const args = [
+    projectId,
+    customerId,
+    nowMs,
+    runId,
+    a.idempotencyKey,
+    a.featureSlug,
+    a.entitled ? '1' : '0',
+    a.mode,
+    hi,
+    lo,
+    a.catalogVersion,
+    a.subscriptionStatus,
+    a.usageBefore,
+    a.usageAfter,
+    a.row,
+    ...(a.counting ?? []),
+  ]
   const reply = await scripts.consume.run(redis, keys, args)
   const reason = statusOf('consumeRun', scripts.consume, reply)
   if (reason === 'stale_usage') return { reason, cost: 0, usage: String(reply[2]) }
@@ -141,7 +198,11 @@ export async function consumeRun(
 }
 
 /** The lease settlements an ended leasing root left (`field` → value), all of the project or one run's. */
-export async function leaseSettlements(redis: RedisClient, projectId: string, field?: string): Promise<{ field: string; customerId: string; runId: string; number: string; consumed: string; x: number; budgetKey: string }[]> {
+export async function leaseSettlements(
+  redis: RedisClient,
+  projectId: string,
+  field?: string,
+): Promise<{ field: string; customerId: string; runId: string; number: string; consumed: string; x: number; budgetKey: string }[]> {
   const key = leaseSettlementsKey(projectId)
   let entries: [string, string][]
   if (field === undefined) {
@@ -174,7 +235,7 @@ export async function expireRuns(redis: RedisClient, projectId: string, customer
 export async function purgeRunTree(redis: RedisClient, projectId: string, customerId: string, nowMs: number, rootId: string): Promise<number> {
   const runsKey = runKeys(projectId, customerId).runs
   const tree = [rootId]
-  for (let level = [rootId]; level.length > 0;) {
+  for (let level = [rootId]; level.length > 0; ) {
     const kids = await redis.hmget(runsKey, ...level.map((id) => `${id}:kids`))
     level = kids.flatMap((k) => (k ?? '').split(',').filter((id) => id !== ''))
     tree.push(...level)

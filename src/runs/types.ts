@@ -20,32 +20,44 @@ export const MAX_RUN_TTL_MS = 7 * 24 * 3_600_000
 export const LEASE_GRACE_MS = 60_000
 
 /** Spec 2.4, amounts in minor currency units; `startedAt`, `expiresAt` are our additions. */
-export const RunSchema = Type.Object({
-  runId: Type.String(),
-  status: Type.Union(RUN_STATUSES.map((s) => Type.Literal(s))),
-  customerId: Type.String(),
-  currency: Type.String(),
-  workloadId: Type.String({ description: '"" when not given.' }),
-  traceId: Type.String({ description: '"" when not given.' }),
-  parentRunId: Type.String({ description: '"" for a root run (it reserves from the wallet).' }),
-  workloadType: Type.String({ description: 'Default `agent`.' }),
-  budgetAmountMinor: Type.Integer({ description: 'Reserved, in minor currency units (cents for USD).' }),
-  consumedAmountMinor: Type.Integer({ description: 'Consumed by the run and by its ended children.' }),
-  remainingAmountMinor: Type.Integer({ description: 'budget − consumed − what running children hold.' }),
-  endedAt: Type.Integer({ description: 'Epoch ms when the run ended; 0 while it runs (the spec types it as an integer, never null).' }),
-  startedAt: Type.Integer({ description: 'Epoch ms (our addition).' }),
-  expiresAt: Type.Integer({ description: 'The deadline, epoch ms: a run still running then is expired (our addition).' }),
-  budgetKey: Type.Optional(Type.String({ description: 'The budget the run tree leases from (a root started with budgetKey, and its descendants); absent for a run on the wallet (our addition).' })),
-  leaseId: Type.Optional(Type.String({ description: 'The lease on that budget (`l_<n>`): its unreported part counts in the budget\'s held (our addition).' })),
-}, { $id: 'Run', description: 'A run: a budget reserved for a workload, consumed by its metered events.' })
+export const RunSchema = Type.Object(
+  {
+    runId: Type.String(),
+    status: Type.Union(RUN_STATUSES.map((s) => Type.Literal(s))),
+    customerId: Type.String(),
+    currency: Type.String(),
+    workloadId: Type.String({ description: '"" when not given.' }),
+    traceId: Type.String({ description: '"" when not given.' }),
+    parentRunId: Type.String({ description: '"" for a root run (it reserves from the wallet).' }),
+    workloadType: Type.String({ description: 'Default `agent`.' }),
+    budgetAmountMinor: Type.Integer({ description: 'Reserved, in minor currency units (cents for USD).' }),
+    consumedAmountMinor: Type.Integer({ description: 'Consumed by the run and by its ended children.' }),
+    remainingAmountMinor: Type.Integer({ description: 'budget − consumed − what running children hold.' }),
+    endedAt: Type.Integer({ description: 'Epoch ms when the run ended; 0 while it runs (the spec types it as an integer, never null).' }),
+    startedAt: Type.Integer({ description: 'Epoch ms (our addition).' }),
+    expiresAt: Type.Integer({ description: 'The deadline, epoch ms: a run still running then is expired (our addition).' }),
+    budgetKey: Type.Optional(
+      Type.String({
+        description: 'The budget the run tree leases from (a root started with budgetKey, and its descendants); absent for a run on the wallet (our addition).',
+      }),
+    ),
+    leaseId: Type.Optional(Type.String({ description: "The lease on that budget (`l_<n>`): its unreported part counts in the budget's held (our addition)." })),
+  },
+  { $id: 'Run', description: 'A run: a budget reserved for a workload, consumed by its metered events.' },
+)
 export type Run = Static<typeof RunSchema>
 
-export const ConsumeResponseSchema = Type.Object({
-  accepted: Type.Boolean(),
-  reason: Type.Union(CONSUME_REASONS.map((s) => Type.Literal(s))),
-  run: RunSchema,
-  costAmountMinor: Type.Integer({ description: 'What the event cost (accepted, duplicate) or would have cost (insufficient_budget); 0 otherwise. Our addition.' }),
-}, { $id: 'RunConsumption', description: 'What an event did to a run: accepted or why not, its cost, and the run after it.' })
+export const ConsumeResponseSchema = Type.Object(
+  {
+    accepted: Type.Boolean(),
+    reason: Type.Union(CONSUME_REASONS.map((s) => Type.Literal(s))),
+    run: RunSchema,
+    costAmountMinor: Type.Integer({
+      description: 'What the event cost (accepted, duplicate) or would have cost (insufficient_budget); 0 otherwise. Our addition.',
+    }),
+  },
+  { $id: 'RunConsumption', description: 'What an event did to a run: accepted or why not, its cost, and the run after it.' },
+)
 export type ConsumeResponse = Static<typeof ConsumeResponseSchema>
 
 /** The static fields of a run, kept as JSON beside its counters. */

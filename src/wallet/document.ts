@@ -11,15 +11,23 @@ import { CreditSourceSchema, DEFAULT_CREDIT_PRIORITY, DEFAULT_CURRENCY, WalletCu
  * Credits in the config document (`credits[]` of POST /v1/config/apply, src/wallet/README.md
  * "Credits in the config document"): each is granted once, by its `id`, after the catalog.
  */
-export const CreditDocInput = strictObject({
-  id: Type.String({ minLength: 1, maxLength: 36, pattern: '^[A-Za-z0-9][A-Za-z0-9_.:-]*$', description: 'Names the credit: it is granted once; the same id with other content is a slug_conflict.' }),
-  customerId: Type.String({ minLength: 1, maxLength: 36, description: 'A customer of the document or of the catalog.' }),
-  amount: Amount,
-  currency: Type.Optional(WalletCurrencySchema),
-  source: Type.Optional(CreditSourceSchema),
-  priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, description: 'Higher is consumed first; default 50.' })),
-  expiresAt: Type.Optional(EpochMs),
-}, { $id: 'CreditInput', description: 'A wallet credit granted to a customer (default source promo).' })
+export const CreditDocInput = strictObject(
+  {
+    id: Type.String({
+      minLength: 1,
+      maxLength: 36,
+      pattern: '^[A-Za-z0-9][A-Za-z0-9_.:-]*$',
+      description: 'Names the credit: it is granted once; the same id with other content is a slug_conflict.',
+    }),
+    customerId: Type.String({ minLength: 1, maxLength: 36, description: 'A customer of the document or of the catalog.' }),
+    amount: Amount,
+    currency: Type.Optional(WalletCurrencySchema),
+    source: Type.Optional(CreditSourceSchema),
+    priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, description: 'Higher is consumed first; default 50.' })),
+    expiresAt: Type.Optional(EpochMs),
+  },
+  { $id: 'CreditInput', description: 'A wallet credit granted to a customer (default source promo).' },
+)
 export type CreditDoc = Static<typeof CreditDocInput>
 
 /** The idempotency key a document credit is granted with. */
@@ -38,7 +46,11 @@ export interface CheckedCredit {
  * in the catalog (unresolved_reference), an expiry not in the future (invalid_config).
  */
 export async function checkDocumentCredits(
-  redis: RedisClient, projectId: string, credits: CreditDoc[], documentCustomers: ReadonlySet<string>, now: number,
+  redis: RedisClient,
+  projectId: string,
+  credits: CreditDoc[],
+  documentCustomers: ReadonlySet<string>,
+  now: number,
 ): Promise<{ issues: ConfigIssue[]; checked: CheckedCredit[] }> {
   const issues: ConfigIssue[] = []
   const pipeline = redis.pipeline()
@@ -46,7 +58,7 @@ export async function checkDocumentCredits(
     pipeline.hmget(walletKeys(projectId, c.customerId).wallet, `g:${documentCreditKey(c.id)}`, 'cur')
     pipeline.hexists(customerKey(projectId, c.customerId), 'doc')
   }
-  const replies = credits.length === 0 ? [] : (await pipeline.exec()) ?? []
+  const replies = credits.length === 0 ? [] : ((await pipeline.exec()) ?? [])
   const seen = new Map<string, number>()
   /** Each customer's wallet currency, as stored or as the document's first credit sets it. */
   const currencies = new Map<string, string>()
@@ -66,7 +78,8 @@ export async function checkDocumentCredits(
     const [record, walletCurrency] = (replies[2 * i]?.[1] ?? [null, null]) as [string | null, string | null]
     const currency = c.currency ?? DEFAULT_CURRENCY
     const otherCurrency = walletCurrency || currencies.get(c.customerId)
-    if (otherCurrency && otherCurrency !== currency) issues.push({ path: `${at}.currency`, message: `the wallet of ${c.customerId} is in ${otherCurrency}`, kind: 'invalid_config' })
+    if (otherCurrency && otherCurrency !== currency)
+      issues.push({ path: `${at}.currency`, message: `the wallet of ${c.customerId} is in ${otherCurrency}`, kind: 'invalid_config' })
     if (!currencies.has(c.customerId)) currencies.set(c.customerId, walletCurrency || currency)
     const fingerprint = creditFingerprint(amount, currency, c.source ?? 'promo', c.priority ?? DEFAULT_CREDIT_PRIORITY, c.expiresAt ?? 0)
     const stored = typeof record === 'string' ? record.slice(record.indexOf('|') + 1) : undefined

@@ -42,13 +42,20 @@ function readWallet<F extends WalletScript>(fn: F, script: Script, reply: unknow
   const credits: StoredCredit[] = []
   for (let i = at + 6; i + 8 < reply.length; i += 9) {
     credits.push({
-      id: String(reply[i]), source: String(reply[i + 1]), createdAtMs: Number(reply[i + 2]), expiresAtMs: Number(reply[i + 3]),
-      issued: fromPair(reply[i + 4] as number, reply[i + 5] as number), available: fromPair(reply[i + 6] as number, reply[i + 7] as number), priority: Number(reply[i + 8]),
+      id: String(reply[i]),
+      source: String(reply[i + 1]),
+      createdAtMs: Number(reply[i + 2]),
+      expiresAtMs: Number(reply[i + 3]),
+      issued: fromPair(reply[i + 4] as number, reply[i + 5] as number),
+      available: fromPair(reply[i + 6] as number, reply[i + 7] as number),
+      priority: Number(reply[i + 8]),
     })
   }
   return {
-    status: status as StatusOf<F>, currency: String(reply[at + 1]),
-    available: fromPair(reply[at + 2] as number, reply[at + 3] as number), held: fromPair(reply[at + 4] as number, reply[at + 5] as number),
+    status: status as StatusOf<F>,
+    currency: String(reply[at + 1]),
+    available: fromPair(reply[at + 2] as number, reply[at + 3] as number),
+    held: fromPair(reply[at + 4] as number, reply[at + 5] as number),
     credits,
   }
 }
@@ -61,8 +68,14 @@ export async function getWallet(redis: RedisClient, projectId: string, customerI
 }
 
 export async function topUp(
-  redis: RedisClient, projectId: string, customerId: string, nowMs: number,
-  idempotencyKey: string, currency: string, amount: bigint, fingerprint: string,
+  redis: RedisClient,
+  projectId: string,
+  customerId: string,
+  nowMs: number,
+  idempotencyKey: string,
+  currency: string,
+  amount: bigint,
+  fingerprint: string,
 ): Promise<WalletSnapshot<StatusOf<'topUp'>>> {
   const k = walletKeys(projectId, customerId)
   const args = [projectId, customerId, nowMs, idempotencyKey, currency, ...pair(amount), fingerprint]
@@ -70,18 +83,37 @@ export async function topUp(
 }
 
 export async function grantCredit(
-  redis: RedisClient, projectId: string, customerId: string, nowMs: number,
+  redis: RedisClient,
+  projectId: string,
+  customerId: string,
+  nowMs: number,
   input: { idempotencyKey: string; currency: string; amount: bigint; source: string; priority: number; expiresAtMs: number; fingerprint: string },
 ): Promise<{ creditId: string; wallet: WalletSnapshot<StatusOf<'grantCredit'>> }> {
   const k = walletKeys(projectId, customerId)
-  const args = [projectId, customerId, nowMs, input.idempotencyKey, input.currency, ...pair(input.amount), input.source, input.priority, input.expiresAtMs, input.fingerprint]
+  const args = [
+    projectId,
+    customerId,
+    nowMs,
+    input.idempotencyKey,
+    input.currency,
+    ...pair(input.amount),
+    input.source,
+    input.priority,
+    input.expiresAtMs,
+    input.fingerprint,
+  ]
   const reply = await scripts.grant.run(redis, [k.wallet, k.credits, k.journal, k.counters], args)
   return { creditId: String(reply[0]), wallet: readWallet('grantCredit', scripts.grant, reply, 1) }
 }
 
 export async function applyToInvoice(
-  redis: RedisClient, projectId: string, customerId: string, nowMs: number,
-  invoiceId: string, currency: string, amount: bigint,
+  redis: RedisClient,
+  projectId: string,
+  customerId: string,
+  nowMs: number,
+  invoiceId: string,
+  currency: string,
+  amount: bigint,
 ): Promise<{ replayed: boolean; remaining: bigint; allocations: { creditId: string; source: string; amount: bigint }[] }> {
   const k = walletKeys(projectId, customerId)
   const reply = await scripts.invoice.run(redis, [k.wallet, k.credits, k.journal], [projectId, customerId, nowMs, invoiceId, currency, ...pair(amount)])

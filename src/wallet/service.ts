@@ -7,7 +7,15 @@ import { checkDocumentCredits, documentCreditKey, type CreditDoc } from './docum
 import { walletFailure } from './errors.js'
 import * as store from './redis.js'
 import {
-  CURRENCIES, DEFAULT_CREDIT_PRIORITY, DEFAULT_CURRENCY, creditFingerprint, type Amount, type CreditSource, type InvoiceApplication, type WalletBalance, type WalletCurrency,
+  CURRENCIES,
+  DEFAULT_CREDIT_PRIORITY,
+  DEFAULT_CURRENCY,
+  creditFingerprint,
+  type Amount,
+  type CreditSource,
+  type InvoiceApplication,
+  type WalletBalance,
+  type WalletCurrency,
 } from './types.js'
 
 export interface GrantInput {
@@ -33,7 +41,10 @@ export interface TopUpInput {
  * same script. Runs reserve from here (src/runs), invoices are paid from here (applyToInvoice).
  */
 export class WalletService {
-  constructor(private readonly redis: RedisClient, private readonly clock: Clock) {}
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly clock: Clock,
+  ) {}
 
   /** GET /v1/wallet/balance (spec 2.6, 4.13). */
   async balance(projectId: string, customerId: string): Promise<Result<WalletBalance>> {
@@ -62,7 +73,13 @@ export class WalletService {
     const expiresAtMs = input.expiresAt ?? 0
     const fingerprint = creditFingerprint(input.amount, currency, input.source, priority, expiresAtMs)
     const { creditId, wallet } = await store.grantCredit(this.redis, projectId, input.customerId, now, {
-      idempotencyKey: input.idempotencyKey, currency, amount: input.amount, source: input.source, priority, expiresAtMs, fingerprint,
+      idempotencyKey: input.idempotencyKey,
+      currency,
+      amount: input.amount,
+      source: input.source,
+      priority,
+      expiresAtMs,
+      fingerprint,
     })
     if (wallet.status !== 'ok' && wallet.status !== 'replayed') return walletFailure(wallet.status, { walletCurrency: wallet.currency, currency })
     return success({ ...toBalance(wallet), creditId, replayed: wallet.status === 'replayed' })
@@ -76,18 +93,29 @@ export class WalletService {
    * next apply of the document, which is idempotent).
    */
   async applyDocumentCredits<T extends { dryRun: boolean; summary: object }>(
-    projectId: string, credits: CreditDoc[], documentCustomers: ReadonlySet<string>, dryRun: boolean, applyCatalog: () => Promise<Result<T>>,
+    projectId: string,
+    credits: CreditDoc[],
+    documentCustomers: ReadonlySet<string>,
+    dryRun: boolean,
+    applyCatalog: () => Promise<Result<T>>,
   ): Promise<Result<T & { summary: { credits: { created: string[]; updated: string[]; unchanged: string[] } } }>> {
     const { issues, checked } = await checkDocumentCredits(this.redis, projectId, credits, documentCustomers, this.clock())
     if (issues.length > 0) return configFailure(issues)
     const applied = await applyCatalog()
     if (!applied.ok) return applied
-    const lists = { created: checked.filter((c) => !c.unchanged).map((c) => c.doc.id), updated: [], unchanged: checked.filter((c) => c.unchanged).map((c) => c.doc.id) }
+    const lists = {
+      created: checked.filter((c) => !c.unchanged).map((c) => c.doc.id),
+      updated: [],
+      unchanged: checked.filter((c) => c.unchanged).map((c) => c.doc.id),
+    }
     if (!dryRun) {
       for (const { doc, amount, unchanged } of checked) {
         if (unchanged) continue
         const granted = await this.grant(projectId, {
-          customerId: doc.customerId, amount, source: doc.source ?? 'promo', idempotencyKey: documentCreditKey(doc.id),
+          customerId: doc.customerId,
+          amount,
+          source: doc.source ?? 'promo',
+          idempotencyKey: documentCreditKey(doc.id),
           ...(doc.currency === undefined ? {} : { currency: doc.currency }),
           ...(doc.priority === undefined ? {} : { priority: doc.priority }),
           ...(doc.expiresAt === undefined ? {} : { expiresAt: doc.expiresAt }),
@@ -104,7 +132,14 @@ export class WalletService {
    * answers the first allocations and moves nothing. A wallet in another currency, or an empty
    * one, pays nothing (`remainingLedger` = the amount). Journaled as credit_use / cash_use.
    */
-  async applyToInvoice(projectId: string, customerId: string, invoiceId: string, amountLedger: bigint, currency: string, now: number): Promise<InvoiceApplication> {
+  async applyToInvoice(
+    projectId: string,
+    customerId: string,
+    invoiceId: string,
+    amountLedger: bigint,
+    currency: string,
+    now: number,
+  ): Promise<InvoiceApplication> {
     if (amountLedger < 0n) throw new RangeError('amountLedger must not be negative')
     const applied = await store.applyToInvoice(this.redis, projectId, customerId, now, invoiceId, currency, amountLedger)
     return {

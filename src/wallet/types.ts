@@ -18,43 +18,58 @@ export function creditFingerprint(amount: bigint, currency: string, source: stri
 /** Where a credit comes from. `promo` (the spec's value) and the others a seller grants by hand. */
 export const CREDIT_SOURCES = ['promo', 'manual', 'refund', 'goodwill', 'trial'] as const
 export type CreditSource = (typeof CREDIT_SOURCES)[number]
-export const CreditSourceSchema = Type.Union(CREDIT_SOURCES.map((s) => Type.Literal(s)), {
-  description: 'promo: a promotion; manual: granted by an operator; refund: money given back as credit; goodwill: a service credit; trial: credit of a trial.',
-})
+export const CreditSourceSchema = Type.Union(
+  CREDIT_SOURCES.map((s) => Type.Literal(s)),
+  {
+    description:
+      'promo: a promotion; manual: granted by an operator; refund: money given back as credit; goodwill: a service credit; trial: credit of a trial.',
+  },
+)
 
 /**
  * Spec 2.6 Amount. `ledger_amount` is the integer at ledger scale 8: a JSON number while it is
  * exact in IEEE doubles (≤ 2^53 − 1, about 90 million units of the currency), else the same
  * integer as a string of digits, so no client ever reads a rounded amount. `amount` is always exact.
  */
-export const AmountSchema = Type.Object({
-  ledger_amount: Type.Union([Type.Integer(), Type.String({ pattern: '^-?[0-9]+$' })], { description: 'Integer at ledger scale 8 (1 currency unit = 100000000); a string of digits past 2^53 − 1.' }),
-  amount: Type.String({ description: 'Decimal amount in the currency ("12.5").' }),
-  currency: Type.String(),
-  display_amount: Type.String({ description: 'For people: "$12.50".' }),
-}, { $id: 'Money', description: 'An amount of money: exact at ledger scale 8, as a decimal, and for people (spec 2.6 Amount).' })
+export const AmountSchema = Type.Object(
+  {
+    ledger_amount: Type.Union([Type.Integer(), Type.String({ pattern: '^-?[0-9]+$' })], {
+      description: 'Integer at ledger scale 8 (1 currency unit = 100000000); a string of digits past 2^53 − 1.',
+    }),
+    amount: Type.String({ description: 'Decimal amount in the currency ("12.5").' }),
+    currency: Type.String(),
+    display_amount: Type.String({ description: 'For people: "$12.50".' }),
+  },
+  { $id: 'Money', description: 'An amount of money: exact at ledger scale 8, as a decimal, and for people (spec 2.6 Amount).' },
+)
 export type Amount = Static<typeof AmountSchema>
 
 /** An ISO 8601 date-time in UTC with milliseconds, as Date.toISOString() writes it. */
 const IsoDateTime = Type.String({ pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$', description: 'ISO 8601 date-time (UTC).' })
 
-export const CreditSchema = Type.Object({
-  id: Type.String(),
-  source: Type.String({ description: 'promo, manual, refund, goodwill or trial.' }),
-  issued: AmountSchema,
-  available: AmountSchema,
-  created_at: IsoDateTime,
-  expires_at: Type.Union([IsoDateTime, Type.Null()], { description: 'null: the credit never expires.' }),
-  priority: Type.Integer({ description: 'Higher is consumed first (our addition).' }),
-}, { $id: 'WalletCredit', description: 'A live credit of a wallet.' })
+export const CreditSchema = Type.Object(
+  {
+    id: Type.String(),
+    source: Type.String({ description: 'promo, manual, refund, goodwill or trial.' }),
+    issued: AmountSchema,
+    available: AmountSchema,
+    created_at: IsoDateTime,
+    expires_at: Type.Union([IsoDateTime, Type.Null()], { description: 'null: the credit never expires.' }),
+    priority: Type.Integer({ description: 'Higher is consumed first (our addition).' }),
+  },
+  { $id: 'WalletCredit', description: 'A live credit of a wallet.' },
+)
 export type Credit = Static<typeof CreditSchema>
 
-export const WalletBalanceSchema = Type.Object({
-  currency: Type.String(),
-  available: AmountSchema,
-  held: AmountSchema,
-  credits: Type.Array(CreditSchema, { description: 'The live credits in the order they are consumed (priority, then earliest expiry).' }),
-}, { $id: 'WalletBalance', description: "A customer's wallet: what is available, what running runs hold, and the live credits." })
+export const WalletBalanceSchema = Type.Object(
+  {
+    currency: Type.String(),
+    available: AmountSchema,
+    held: AmountSchema,
+    credits: Type.Array(CreditSchema, { description: 'The live credits in the order they are consumed (priority, then earliest expiry).' }),
+  },
+  { $id: 'WalletBalance', description: "A customer's wallet: what is available, what running runs hold, and the live credits." },
+)
 export type WalletBalance = Static<typeof WalletBalanceSchema>
 
 /** One part of an invoice paid from the wallet (WalletService.applyToInvoice). */

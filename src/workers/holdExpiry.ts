@@ -25,14 +25,17 @@ export async function sweepExpiredHolds(redis: RedisClient, budgets: BudgetServi
   return { budgets: tags.size, expired, purged }
 }
 
-
 /** Runs the sweep every `intervalMs` until stopped; one sweep at a time. */
 export function startHoldExpiry(redis: RedisClient, budgets: BudgetService, intervalMs: number, onError: (err: unknown) => void): () => void {
   let running = false
   const timer = setInterval(() => {
     if (running) return
     running = true
-    sweepExpiredHolds(redis, budgets).catch(onError).finally(() => { running = false })
+    sweepExpiredHolds(redis, budgets)
+      .catch(onError)
+      .finally(() => {
+        running = false
+      })
   }, intervalMs)
   timer.unref()
   return () => clearInterval(timer)

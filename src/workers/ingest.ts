@@ -72,7 +72,17 @@ interface InsertPart {
  */
 function dedupTokenOf(parts: readonly InsertPart[]): string {
   if (parts.length === 1) return parts[0]!.batchId
-  return 'm_' + hash('sha256', parts.map((p) => p.batchId).sort().join('\n'), 'base64url')
+  return (
+    'm_' +
+    hash(
+      'sha256',
+      parts
+        .map((p) => p.batchId)
+        .sort()
+        .join('\n'),
+      'base64url',
+    )
+  )
 }
 
 /**
@@ -95,8 +105,17 @@ async function ownedEvents(connection: RedisClient, batchId: string, events: Usa
   for (const [projectId, list] of byProject) {
     const customers = await new CatalogReads(connection).customers(projectId, [...new Set(list.map((e) => e.customerId))])
     const { counts, rows } = countsOfEvents(list, customers)
-    const ids = await claimEvents(connection, projectId, batchId, list.map((e) => e.eventId), Date.now(), counts)
-    list.forEach((e, i) => { if (ids.has(e.eventId)) owned.set(e, rows[i]!) })
+    const ids = await claimEvents(
+      connection,
+      projectId,
+      batchId,
+      list.map((e) => e.eventId),
+      Date.now(),
+      counts,
+    )
+    list.forEach((e, i) => {
+      if (ids.has(e.eventId)) owned.set(e, rows[i]!)
+    })
   }
   return events.filter((e) => owned.has(e)).map((event) => ({ event, features: owned.get(event)! }))
 }
@@ -128,15 +147,21 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
     // (no other batch inserts them), so the sink may skip looking: half the insert's cost.
     await sink.insertEvents(rows, dedupTokenOf(parts), { firstAttempt: parts.every((p) => p.firstAttempt) })
     if (options.afterInsert) {
-      await options.afterInsert(rows).catch((err: unknown) => logger.error({ err, batchIds: parts.map((p) => p.batchId) }, 'the check after an inserted batch failed'))
+      await options
+        .afterInsert(rows)
+        .catch((err: unknown) => logger.error({ err, batchIds: parts.map((p) => p.batchId) }, 'the check after an inserted batch failed'))
     }
   }
   // First attempts share inserts; a failed insert fails every job in it, and each retries alone
   // (below), so a job the sink keeps refusing cannot drag other jobs to the dead-letter queue.
-  const merged = new Batcher<InsertPart, void>(async (parts) => {
-    await insert(parts)
-    return parts.map(() => undefined)
-  }, { maxWaitMs: merge.maxWaitMs, maxItems: merge.maxJobs, maxWeight: merge.maxRows, maxInFlight: options.concurrency }, (part) => part.rows.length)
+  const merged = new Batcher<InsertPart, void>(
+    async (parts) => {
+      await insert(parts)
+      return parts.map(() => undefined)
+    },
+    { maxWaitMs: merge.maxWaitMs, maxItems: merge.maxJobs, maxWeight: merge.maxRows, maxInFlight: options.concurrency },
+    (part) => part.rows.length,
+  )
   const processJob = async (job: Job<IngestJobData>): Promise<{ rows: number; deadLettered?: true }> => {
     const { batchId, events } = job.data
     try {
@@ -153,15 +178,21 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
     }
   }
   const worker = new Worker<IngestJobData>(options.ingestQueue ?? INGEST_QUEUE, processJob, {
-    connection, prefix: QUEUE_PREFIX, concurrency: Math.max(options.concurrency * JOBS_PER_INSERT_SLOT, merge.maxJobs), maxStalledCount: MAX_STALLS,
-    lockDuration: options.lockMs ?? 30_000, stalledInterval: options.lockMs ?? 30_000,
+    connection,
+    prefix: QUEUE_PREFIX,
+    concurrency: Math.max(options.concurrency * JOBS_PER_INSERT_SLOT, merge.maxJobs),
+    maxStalledCount: MAX_STALLS,
+    lockDuration: options.lockMs ?? 30_000,
+    stalledInterval: options.lockMs ?? 30_000,
   })
   worker.on('failed', (job, err) => {
     logger.warn({ err, jobId: job?.id, attemptsMade: job?.attemptsMade }, 'ingest batch attempt failed (retried with backoff while attempts remain)')
     // A job failed by BullMQ itself (it stalled too often: workers kept dying on it) never
     // reached the processor's last-attempt branch: dead-letter it here (idempotent job id).
     if (job && err.name === 'UnrecoverableError') {
-      deadLetter(job, err.message, job.attemptsMade).catch((e: unknown) => logger.error({ err: e, jobId: job.id }, 'could not dead-letter a stalled ingest batch'))
+      deadLetter(job, err.message, job.attemptsMade).catch((e: unknown) =>
+        logger.error({ err: e, jobId: job.id }, 'could not dead-letter a stalled ingest batch'),
+      )
     }
   })
   worker.on('error', (err) => logger.error({ err }, 'ingest worker error'))

@@ -39,20 +39,32 @@ export function startInvoiceWorker(options: InvoiceWorkerOptions): InvoiceWorker
     const previous = current ?? Promise.resolve(undefined)
     const next = previous.catch(() => undefined).then(() => invoices.closeDueCycles(projectId, clock()))
     current = next
-    next.then((report) => {
-      for (const e of report.errors) logger.error({ projectId: e.projectId, subscriptionId: e.subscriptionId, err: e.message }, 'closing a billing cycle failed; retried next run')
-      if (report.created.length > 0 || report.finalized.length > 0) logger.info({ created: report.created.length, finalized: report.finalized.length }, 'invoices issued')
-      onRun?.(report)
-    }, () => undefined).finally(() => { if (current === next) current = undefined })
+    next
+      .then(
+        (report) => {
+          for (const e of report.errors)
+            logger.error({ projectId: e.projectId, subscriptionId: e.subscriptionId, err: e.message }, 'closing a billing cycle failed; retried next run')
+          if (report.created.length > 0 || report.finalized.length > 0)
+            logger.info({ created: report.created.length, finalized: report.finalized.length }, 'invoices issued')
+          onRun?.(report)
+        },
+        () => undefined,
+      )
+      .finally(() => {
+        if (current === next) current = undefined
+      })
     return next
   }
 
   const tick = () => {
     timer = undefined
-    run().then(() => schedule(), (err: unknown) => {
-      logger.error({ err }, 'invoice run failed; retrying')
-      schedule()
-    })
+    run().then(
+      () => schedule(),
+      (err: unknown) => {
+        logger.error({ err }, 'invoice run failed; retrying')
+        schedule()
+      },
+    )
   }
   const schedule = () => {
     if (stopped) return

@@ -35,7 +35,14 @@ export function startJournalWorker(options: JournalWorkerOptions): JournalWorker
     const previous = current ?? Promise.resolve(undefined)
     const next = previous.catch(() => undefined).then(() => drainJournal({ ...drain, logger }))
     current = next
-    next.then((r) => onRound?.(r), () => undefined).finally(() => { if (current === next) current = undefined })
+    next
+      .then(
+        (r) => onRound?.(r),
+        () => undefined,
+      )
+      .finally(() => {
+        if (current === next) current = undefined
+      })
     return next
   }
 

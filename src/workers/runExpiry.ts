@@ -18,7 +18,8 @@ const BATCH = 500
  * settlements are swept with it).
  */
 export async function sweepExpiredRuns(redis: RedisClient, runs: RunService, match?: string): Promise<{ projects: number; expired: number; purged: number }> {
-  const patterns = match === undefined ? [DEADLINES_PATTERN, PURGES_PATTERN, LEASE_SETTLEMENTS_PATTERN] : [match, match.replace(/:rx$/, ':rp'), match.replace(/:rx$/, ':rl')]
+  const patterns =
+    match === undefined ? [DEADLINES_PATTERN, PURGES_PATTERN, LEASE_SETTLEMENTS_PATTERN] : [match, match.replace(/:rx$/, ':rp'), match.replace(/:rx$/, ':rl')]
   const keys = await scanMasters(redis, patterns)
   let expired = 0
   let purged = 0
@@ -63,7 +64,11 @@ export function startRunExpiry(redis: RedisClient, runs: RunService, intervalMs:
   const timer = setInterval(() => {
     if (running) return
     running = true
-    sweepExpiredRuns(redis, runs).catch(onError).finally(() => { running = false })
+    sweepExpiredRuns(redis, runs)
+      .catch(onError)
+      .finally(() => {
+        running = false
+      })
   }, intervalMs)
   timer.unref()
   return () => clearInterval(timer)

@@ -135,12 +135,34 @@ class World {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${this.apiKey}` },
       body: JSON.stringify({
-        features: [{ slug: 'tokens', title: 'Tokens', unitOfMeasure: 'tokens', meterConfig: { eventSlug: 'tokens', aggregationMethod: 'sum', aggregationField: 'value' } }],
+        features: [
+          {
+            slug: 'tokens',
+            title: 'Tokens',
+            unitOfMeasure: 'tokens',
+            meterConfig: { eventSlug: 'tokens', aggregationMethod: 'sum', aggregationField: 'value' },
+          },
+        ],
         plans: [{ slug: 'pro', title: 'Pro' }],
-        planVersions: [{
-          plan: 'pro', version: 1, status: 'published', title: 'Pro', currency: 'USD', billingConfig: { billingInterval: 'month' },
-          features: [{ featureSlug: 'tokens', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, resetConfig: { resetInterval: 'year', resetAnchor: 1 }, metadata: { overageStrategy: 'always' } }],
-        }],
+        planVersions: [
+          {
+            plan: 'pro',
+            version: 1,
+            status: 'published',
+            title: 'Pro',
+            currency: 'USD',
+            billingConfig: { billingInterval: 'month' },
+            features: [
+              {
+                featureSlug: 'tokens',
+                featureType: 'usage',
+                config: { usageMode: 'unit', price: '0.01' },
+                resetConfig: { resetInterval: 'year', resetAnchor: 1 },
+                metadata: { overageStrategy: 'always' },
+              },
+            ],
+          },
+        ],
         customers: CUSTOMERS.map((id) => ({ id })),
         subscriptions: CUSTOMERS.map((id) => ({ id: `sub-${id}`, customerId: id, phases: [{ plan: 'pro', version: 1, startAt: since }] })),
       }),
@@ -204,7 +226,7 @@ function makeOps(rng: () => number, events: UsageEvent[]): { ops: Op[]; sends: n
     ;[sends[i], sends[j]] = [sends[j]!, sends[i]!]
   }
   const ops: Op[] = []
-  for (let i = 0; i < sends.length;) {
+  for (let i = 0; i < sends.length; ) {
     const size = rng() < 0.5 ? 1 : 2 + Math.floor(rng() * 59)
     const events = sends.slice(i, i + size)
     ops.push({ kind: size === 1 ? 'single' : 'batch', events })
@@ -239,7 +261,10 @@ class Client {
   gate = Infinity
   private next = 0
 
-  constructor(private readonly world: World, private readonly ops: Op[]) {}
+  constructor(
+    private readonly world: World,
+    private readonly ops: Op[],
+  ) {}
 
   async run(concurrency: number): Promise<void> {
     await Promise.all(Array.from({ length: concurrency }, () => this.loop()))
@@ -312,15 +337,24 @@ async function verify(world: World, sent: UsageEvent[], sumCents: bigint, log: s
   const failed = await world.queue.getFailed(0, 20)
   const counts = await world.queue.getJobCounts('failed', 'completed')
   const dead = await world.dlq.getJobCounts('wait', 'completed', 'failed')
-  log.push(`stored rows ${raw?.rows} distinct ${raw?.distinct} (FINAL ${ids.length}); daily v=${daily?.v} n=${daily?.n}; hourly v=${hourly?.v} n=${hourly?.n}; expected n=${sent.length} v=${formatCents(sumCents)}`)
-  log.push(`queue failed ${counts.failed}, dead letters ${dead.wait}${failed.length ? `; failed jobs: ${failed.map((j) => `${j.id} (${j.data?.events?.length} events): ${j.failedReason}`).join('; ')}` : ''}`)
+  log.push(
+    `stored rows ${raw?.rows} distinct ${raw?.distinct} (FINAL ${ids.length}); daily v=${daily?.v} n=${daily?.n}; hourly v=${hourly?.v} n=${hourly?.n}; expected n=${sent.length} v=${formatCents(sumCents)}`,
+  )
+  log.push(
+    `queue failed ${counts.failed}, dead letters ${dead.wait}${failed.length ? `; failed jobs: ${failed.map((j) => `${j.id} (${j.data?.events?.length} events): ${j.failedReason}`).join('; ')}` : ''}`,
+  )
 
   const sentIds = new Set(sent.map((e) => e.id))
   const storedIds = new Set(ids.map((r) => r.event_id))
   const missing = [...sentIds].filter((id) => !storedIds.has(id))
   const unknown = [...storedIds].filter((id) => !sentIds.has(id))
-  expect({ missing: missing.length, firstMissing: missing.slice(0, 10), unknown, failedJobs: counts.failed, deadLetters: dead.wait }, log.join('\n'))
-    .toEqual({ missing: 0, firstMissing: [], unknown: [], failedJobs: 0, deadLetters: 0 })
+  expect({ missing: missing.length, firstMissing: missing.slice(0, 10), unknown, failedJobs: counts.failed, deadLetters: dead.wait }, log.join('\n')).toEqual({
+    missing: 0,
+    firstMissing: [],
+    unknown: [],
+    failedJobs: 0,
+    deadLetters: 0,
+  })
   // Exactly once: no duplicate row ever inserted (FINAL is only the backstop), aggregates exact.
   expect({ rows: Number(raw?.rows), distinct: Number(raw?.distinct) }, log.join('\n')).toEqual({ rows: sent.length, distinct: sent.length })
   const want = { v: formatCents(sumCents), n: sent.length }
@@ -334,21 +368,32 @@ async function verify(world: World, sent: UsageEvent[], sumCents: bigint, log: s
 async function drained(world: World, log: string[]): Promise<void> {
   const t0 = Date.now()
   let last: Record<string, number> = {}
-  await waitFor('the ingest queue to drain', async () => {
-    last = await world.pendingJobs()
-    return Object.values(last).every((n) => n === 0)
-  }, DRAIN_MS, { intervalMs: 100, detail: () => `${JSON.stringify(last)} at +${Date.now() - t0} ms\n${log.join('\n')}\nworker output:\n${world.worker?.output() ?? ''}` })
-    .catch(async (err: Error) => {
-      // What BullMQ knows of the jobs left active: stall count, lock, the stalled set and check key.
-      const c = world.observer
-      const r = (async () => {
-        const k = `${QUEUE_PREFIX}:${INGEST_QUEUE}`
-        const active = await c.lrange(`${k}:active`, 0, -1)
-        const jobs = await Promise.all(active.slice(0, 8).map(async (id) => `${id}: stc ${await c.hget(`${k}:${id}`, 'stc')} ats ${await c.hget(`${k}:${id}`, 'ats')} lock pttl ${await c.pttl(`${k}:${id}:lock`)}`))
-        return `active ${active.length} [${jobs.join('; ')}], stalled set ${JSON.stringify(await c.smembers(`${k}:stalled`))}, stalled-check pttl ${await c.pttl(`${k}:stalled-check`)}, rows ${await world.storedRows()}`
-      })()
-      throw new Error(`${err.message}\n${await r.catch((e: Error) => e.message)}`)
-    })
+  await waitFor(
+    'the ingest queue to drain',
+    async () => {
+      last = await world.pendingJobs()
+      return Object.values(last).every((n) => n === 0)
+    },
+    DRAIN_MS,
+    { intervalMs: 100, detail: () => `${JSON.stringify(last)} at +${Date.now() - t0} ms\n${log.join('\n')}\nworker output:\n${world.worker?.output() ?? ''}` },
+  ).catch(async (err: Error) => {
+    // What BullMQ knows of the jobs left active: stall count, lock, the stalled set and check key.
+    const c = world.observer
+    const r = (async () => {
+      const k = `${QUEUE_PREFIX}:${INGEST_QUEUE}`
+      const active = await c.lrange(`${k}:active`, 0, -1)
+      const jobs = await Promise.all(
+        active
+          .slice(0, 8)
+          .map(
+            async (id) =>
+              `${id}: stc ${await c.hget(`${k}:${id}`, 'stc')} ats ${await c.hget(`${k}:${id}`, 'ats')} lock pttl ${await c.pttl(`${k}:${id}:lock`)}`,
+          ),
+      )
+      return `active ${active.length} [${jobs.join('; ')}], stalled set ${JSON.stringify(await c.smembers(`${k}:stalled`))}, stalled-check pttl ${await c.pttl(`${k}:stalled-check`)}, rows ${await world.storedRows()}`
+    })()
+    throw new Error(`${err.message}\n${await r.catch((e: Error) => e.message)}`)
+  })
   log.push(`queue drained ${Date.now() - t0} ms after the wait began`)
 }
 
@@ -404,12 +449,18 @@ describe('exactly once under SIGKILL (real gateway and worker processes)', () =>
       await waitFor(`request ${points[k]} answered`, () => client.done >= points[k]!, SEND_MS, { intervalMs: 5 })
       const grow = 1 + Math.floor(rng() * 100)
       const before = await world.storedRows()
-      const busy = await waitFor(`worker ${k} to write ${grow} more rows`, async () => (await world.storedRows()) >= before + grow, 3_000, { intervalMs: 20 })
-        .then(() => true, () => false)
+      const busy = await waitFor(`worker ${k} to write ${grow} more rows`, async () => (await world.storedRows()) >= before + grow, 3_000, {
+        intervalMs: 20,
+      }).then(
+        () => true,
+        () => false,
+      )
       const active = (await world.pendingJobs()).active
       const worker = world.worker!
       const exit = await worker.kill('SIGKILL')
-      log.push(`kill ${k + 1} at +${Date.now() - t0} ms: worker pid ${worker.pid} (${exit.signal}), ${client.done}/${ops.length} requests answered, rows ${await world.storedRows()}, active jobs ${active} (with earlier kills' orphans)${busy ? '' : ' (had not written the rows asked for)'}`)
+      log.push(
+        `kill ${k + 1} at +${Date.now() - t0} ms: worker pid ${worker.pid} (${exit.signal}), ${client.done}/${ops.length} requests answered, rows ${await world.storedRows()}, active jobs ${active} (with earlier kills' orphans)${busy ? '' : ' (had not written the rows asked for)'}`,
+      )
       client.gate = k + 1 < KILLS ? points[k + 1]! + 1 : Infinity
       await world.startWorker()
     }
@@ -428,53 +479,64 @@ describe('exactly once under SIGKILL (real gateway and worker processes)', () =>
   // stalled-job check hands it to a third worker the first time; the second time (maxStalledCount
   // 1) it marks it failed without running the processor, so neither ClickHouse nor the
   // dead-letter queue gets its events.
-  test.runIf(process.env.FAULT_LONG === '1')('a batch job whose worker is SIGKILLed twice while it is active still reaches ClickHouse', async () => {
-    const { log } = seeded('double stall')
-    const t0 = Date.now()
-    world = new World()
-    await world.start()
-    await world.startGateway()
-    await world.openStore()
-    await world.createProject()
-    await world.applyCatalog()
-    const { events, sumCents } = makeEvents(prng(42), 1_000)
-    const res = await fetch(`${world.url}/v1/usage/record-batch`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${world.apiKey}` },
-      body: JSON.stringify({ events }),
-    })
-    expect(res.status).toBe(200)
-    const [job] = await world.queue.getWaiting(0, 10)
-    expect(job, 'the batch is one waiting job').toBeDefined()
-    const jobKey = `${QUEUE_PREFIX}:${INGEST_QUEUE}:${job!.id}`
-    const observer = new Redis(world.redis.url)
-    try {
-      /** SIGKILLs the worker as soon as the job is active in it (its lock taken), before it completes. */
-      const killWhileActive = async (n: number): Promise<void> => {
-        const worker = spawnNode('worker', 'src/bin/worker.ts', world.env())
-        world.started.push(worker)
-        world.worker = worker
-        await waitFor(`job ${job!.id} active in worker ${n}`, async () => {
-          // After a stall the job has been moved back to wait (stc counts those) and taken again.
-          const r = await observer.multi().exists(`${jobKey}:lock`).lpos(`${QUEUE_PREFIX}:${INGEST_QUEUE}:active`, job!.id!).hget(jobKey, 'stc').exec()
-          return r?.[0]?.[1] === 1 && r?.[1]?.[1] !== null && Number(r?.[2]?.[1] ?? 0) >= n - 1
-        }, DRAIN_MS, { intervalMs: 1, detail: () => worker.output() })
-        await worker.kill('SIGKILL')
-        const state = await world.queue.getJobState(job!.id!)
-        log.push(`kill ${n} at +${Date.now() - t0} ms: worker ${worker.pid} killed with job ${job!.id} ${state}, stc ${await observer.hget(jobKey, 'stc')}, rows ${await world.storedRows()}`)
-        expect(state, log.join('\n')).toBe('active')
+  test.runIf(process.env.FAULT_LONG === '1')(
+    'a batch job whose worker is SIGKILLed twice while it is active still reaches ClickHouse',
+    async () => {
+      const { log } = seeded('double stall')
+      const t0 = Date.now()
+      world = new World()
+      await world.start()
+      await world.startGateway()
+      await world.openStore()
+      await world.createProject()
+      await world.applyCatalog()
+      const { events, sumCents } = makeEvents(prng(42), 1_000)
+      const res = await fetch(`${world.url}/v1/usage/record-batch`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${world.apiKey}` },
+        body: JSON.stringify({ events }),
+      })
+      expect(res.status).toBe(200)
+      const [job] = await world.queue.getWaiting(0, 10)
+      expect(job, 'the batch is one waiting job').toBeDefined()
+      const jobKey = `${QUEUE_PREFIX}:${INGEST_QUEUE}:${job!.id}`
+      const observer = new Redis(world.redis.url)
+      try {
+        /** SIGKILLs the worker as soon as the job is active in it (its lock taken), before it completes. */
+        const killWhileActive = async (n: number): Promise<void> => {
+          const worker = spawnNode('worker', 'src/bin/worker.ts', world.env())
+          world.started.push(worker)
+          world.worker = worker
+          await waitFor(
+            `job ${job!.id} active in worker ${n}`,
+            async () => {
+              // After a stall the job has been moved back to wait (stc counts those) and taken again.
+              const r = await observer.multi().exists(`${jobKey}:lock`).lpos(`${QUEUE_PREFIX}:${INGEST_QUEUE}:active`, job!.id!).hget(jobKey, 'stc').exec()
+              return r?.[0]?.[1] === 1 && r?.[1]?.[1] !== null && Number(r?.[2]?.[1] ?? 0) >= n - 1
+            },
+            DRAIN_MS,
+            { intervalMs: 1, detail: () => worker.output() },
+          )
+          await worker.kill('SIGKILL')
+          const state = await world.queue.getJobState(job!.id!)
+          log.push(
+            `kill ${n} at +${Date.now() - t0} ms: worker ${worker.pid} killed with job ${job!.id} ${state}, stc ${await observer.hget(jobKey, 'stc')}, rows ${await world.storedRows()}`,
+          )
+          expect(state, log.join('\n')).toBe('active')
+        }
+        await killWhileActive(1)
+        await killWhileActive(2)
+        await world.startWorker()
+        await drained(world, log)
+        await verify(world, events, sumCents, log)
+        log.push(`total ${Date.now() - t0} ms`)
+        console.log(`[faults] ${log.join('\n')}`)
+      } finally {
+        observer.disconnect()
       }
-      await killWhileActive(1)
-      await killWhileActive(2)
-      await world.startWorker()
-      await drained(world, log)
-      await verify(world, events, sumCents, log)
-      log.push(`total ${Date.now() - t0} ms`)
-      console.log(`[faults] ${log.join('\n')}`)
-    } finally {
-      observer.disconnect()
-    }
-  }, 240_000)
+    },
+    240_000,
+  )
 
   test('gateway SIGKILLed 5 times mid-request and restarted: every accepted event is in ClickHouse, once', async () => {
     const { N, KILLS, rng, log, t0, events, sumCents, ops, points, client, sending } = await startRun('gateway kills')
@@ -489,16 +551,25 @@ describe('exactly once under SIGKILL (real gateway and worker processes)', () =>
       const gw = world.gateway!
       const answered = client.done
       const exit = await gw.kill('SIGKILL')
-      log.push(`kill ${k + 1} at +${Date.now() - t0} ms: gateway pid ${gw.pid} (${exit.signal}), ${answered}/${ops.length} requests answered, connection errors so far ${client.connectionErrors}`)
+      log.push(
+        `kill ${k + 1} at +${Date.now() - t0} ms: gateway pid ${gw.pid} (${exit.signal}), ${answered}/${ops.length} requests answered, connection errors so far ${client.connectionErrors}`,
+      )
       await world.startGateway()
     }
     await sending
-    log.push(`all sent at +${Date.now() - t0} ms: ${client.done} requests, accepted ${client.accepted.size}, retries ${client.retries}, connection errors ${client.connectionErrors}, 5xx ${client.serverErrors}`)
+    log.push(
+      `all sent at +${Date.now() - t0} ms: ${client.done} requests, accepted ${client.accepted.size}, retries ${client.retries}, connection errors ${client.connectionErrors}, 5xx ${client.serverErrors}`,
+    )
     expect(client.refused, log.join('\n')).toEqual([])
     // The client retried every request until it was answered: every event ended accepted.
     expect(client.accepted.size).toBe(N)
     await drained(world, log)
-    await verify(world, events.filter((e) => client.accepted.has(e.id)), sumCents, log)
+    await verify(
+      world,
+      events.filter((e) => client.accepted.has(e.id)),
+      sumCents,
+      log,
+    )
     log.push(`total ${Date.now() - t0} ms`)
     console.log(`[faults] ${log.join('\n')}`)
   }, 120_000)

@@ -31,13 +31,16 @@ describe.each([['server'], ['embedded']] as const)('ClickHouse store: %s', (kind
 
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'metering-analytics-'))
-    gw = await startTestGateway({
-      clickhouse: 'on',
-      clickhouseUrl: kind === 'server' ? inject('clickhouseUrl') : undefined,
-      clickhouseDatabase: database,
-      dataDir,
-      events: { queueName: `test-analytics-${suffix}` },
-    }, GATEWAY_START)
+    gw = await startTestGateway(
+      {
+        clickhouse: 'on',
+        clickhouseUrl: kind === 'server' ? inject('clickhouseUrl') : undefined,
+        clickhouseDatabase: database,
+        dataDir,
+        events: { queueName: `test-analytics-${suffix}` },
+      },
+      GATEWAY_START,
+    )
     expect(gw.clickhouse?.kind).toBe(kind)
   })
   afterAll(async () => {
@@ -57,10 +60,15 @@ describe.each([['server'], ['embedded']] as const)('ClickHouse store: %s', (kind
   /** Polls usage/get until `done` holds (the worker has drained what the test waits for), or fails at the deadline. */
   async function drained(key: string, customerId: string, range: string, done: (rows: UsageRow[]) => boolean): Promise<UsageRow[]> {
     let last: UsageRow[] = []
-    return waitFor('the worker to drain', async () => {
-      last = await usage(key, customerId, range)
-      return done(last) ? last : undefined
-    }, DRAIN_DEADLINE_MS, { intervalMs: 50, detail: () => JSON.stringify(last) })
+    return waitFor(
+      'the worker to drain',
+      async () => {
+        last = await usage(key, customerId, range)
+        return done(last) ? last : undefined
+      },
+      DRAIN_DEADLINE_MS,
+      { intervalMs: 50, detail: () => JSON.stringify(last) },
+    )
   }
 
   const total = (rows: UsageRow[]) => rows.reduce((s, r) => s + r.usage, 0)
@@ -119,9 +127,7 @@ describe.each([['server'], ['embedded']] as const)('ClickHouse store: %s', (kind
       expect(perFeature(await drained(other.apiKey, 'acme', '24h', (rows) => total(rows) === 7))).toEqual({ tokens: 7 })
 
       // In the store: every distinct event once, whatever was retried.
-      const stored = await gw.clickhouse!.query<{ n: string }>(
-        `SELECT count() AS n FROM ${database}.usage_events WHERE project_id = ${sqlLiteral(projectId)}`,
-      )
+      const stored = await gw.clickhouse!.query<{ n: string }>(`SELECT count() AS n FROM ${database}.usage_events WHERE project_id = ${sqlLiteral(projectId)}`)
       expect(Number(stored[0]?.n)).toBe(7)
 
       // An event recorded later shows up too (the worker keeps draining).
@@ -151,7 +157,11 @@ describe.each([['server'], ['embedded']] as const)('ClickHouse store: %s', (kind
         const single = await gw.post('/v1/usage/record', { customerId: 'fc', eventSlug: 'tokens', id: `d${x}-a`, properties: { value: 4 } }, key)
         expect(single.body).toEqual({ accepted: true })
         for (let attempt = 0; attempt < 2; attempt++) {
-          const res = await gw.post('/v1/usage/record-batch', { events: [{ customerId: 'fc', eventSlug: 'tokens', idempotencyKey: `d${x}-b`, properties: { value: 6 } }] }, key)
+          const res = await gw.post(
+            '/v1/usage/record-batch',
+            { events: [{ customerId: 'fc', eventSlug: 'tokens', idempotencyKey: `d${x}-b`, properties: { value: 6 } }] },
+            key,
+          )
           expect(res.body.results).toEqual([{ index: 0, accepted: true }])
         }
         gw.clock.advance(DAY_MS)
@@ -165,8 +175,16 @@ describe.each([['server'], ['embedded']] as const)('ClickHouse store: %s', (kind
       expect(res.status, JSON.stringify(res.body)).toBe(200)
       const f = res.body
       expect(f).toMatchObject({
-        project_id: projectId, customer_id: 'fc', feature_slug: 'tokens', periodKey: '2026-11',
-        horizonDays: 14, projectedUsage: 140, observedDays: 13, baselineUsage: 10, trendPerDay: 0, confidence: 'high',
+        project_id: projectId,
+        customer_id: 'fc',
+        feature_slug: 'tokens',
+        periodKey: '2026-11',
+        horizonDays: 14,
+        projectedUsage: 140,
+        observedDays: 13,
+        baselineUsage: 10,
+        trendPerDay: 0,
+        confidence: 'high',
         freshness: { generatedAt: today + 3 * HOUR_MS, dataFrom: DAY0, dataTo: today },
       })
       expect(f.warnings).toEqual([])
@@ -187,23 +205,40 @@ describe.each([['server'], ['embedded']] as const)('ClickHouse store: %s', (kind
       // With an entitlement to 200 tokens a month (subscribed since 2026-11-01, so the period is
       // November and 140 are used), the rest (60) runs out at 10 a day: 8.75 in the 21 hours left
       // today, 10 a day for five days, and 1.25 in the first 3 hours of 2026-11-28.
-      const applied = await gw.post('/v1/config/apply', {
-        features: [{ slug: 'tokens', title: 'Tokens', unitOfMeasure: 'tokens' }],
-        plans: [{ slug: 'pro', title: 'Pro' }],
-        planVersions: [{
-          plan: 'pro', version: 1, status: 'published', title: 'Pro', currency: 'USD', billingConfig: { billingInterval: 'month' },
-          features: [{ featureSlug: 'tokens', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, limit: 200 }],
-        }],
-        customers: [{ id: 'fc' }],
-        subscriptions: [{ id: 'fc-sub', customerId: 'fc', phases: [{ plan: 'pro', version: 1, startAt: Date.UTC(2026, 10, 1) }] }],
-      }, key)
+      const applied = await gw.post(
+        '/v1/config/apply',
+        {
+          features: [{ slug: 'tokens', title: 'Tokens', unitOfMeasure: 'tokens' }],
+          plans: [{ slug: 'pro', title: 'Pro' }],
+          planVersions: [
+            {
+              plan: 'pro',
+              version: 1,
+              status: 'published',
+              title: 'Pro',
+              currency: 'USD',
+              billingConfig: { billingInterval: 'month' },
+              features: [{ featureSlug: 'tokens', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, limit: 200 }],
+            },
+          ],
+          customers: [{ id: 'fc' }],
+          subscriptions: [{ id: 'fc-sub', customerId: 'fc', phases: [{ plan: 'pro', version: 1, startAt: Date.UTC(2026, 10, 1) }] }],
+        },
+        key,
+      )
       expect(applied.status, JSON.stringify(applied.body)).toBe(200)
       const limited = await gw.post('/v1/analytics/usage/forecast', { customer_id: 'fc', feature_slug: 'tokens' }, key)
       expect(limited.status, JSON.stringify(limited.body)).toBe(200)
       expect(limited.body).toMatchObject({ projectedUsage: 140, observedDays: 13, baselineUsage: 10, exhaustsAt: Date.UTC(2026, 10, 28, 3) })
       expect(limited.body.limit).toMatchObject({
-        kind: 'entitlement', amount: 200, used: 140, remaining: 60, window: 'month',
-        resetsAt: Date.UTC(2026, 11, 1), exhaustsAt: Date.UTC(2026, 10, 28, 3), exhaustsWithinHorizon: true,
+        kind: 'entitlement',
+        amount: 200,
+        used: 140,
+        remaining: 60,
+        window: 'month',
+        resetsAt: Date.UTC(2026, 11, 1),
+        exhaustsAt: Date.UTC(2026, 10, 28, 3),
+        exhaustsWithinHorizon: true,
       })
       // Spending is now priced from the plan: 140 tokens at $0.01 each (unit pricing) = $1.40.
       expect(await usage(key, 'fc', '30d')).toEqual([

@@ -13,7 +13,7 @@ import { startTestGateway, type TestGateway } from '../support/gateway.js'
 const NOW = Date.UTC(2026, 10, 22, 12)
 const DAY0 = Date.UTC(2026, 10, 8)
 
-describe('forecast with the customer\'s budget for the feature', () => {
+describe("forecast with the customer's budget for the feature", () => {
   const database = `test_${randomBytes(6).toString('hex')}`
   let gw: TestGateway
   let key: string
@@ -23,10 +23,18 @@ describe('forecast with the customer\'s budget for the feature', () => {
     gw = await startTestGateway({ clickhouse: 'on', clickhouseUrl: inject('clickhouseUrl'), clickhouseDatabase: database, ingestWorker: false }, NOW)
     ;({ apiKey: key, projectId } = await gw.project())
     // 10 tokens a day on each of the 14 window days, for three customers.
-    const rows = ['c1', 'c2', 'c3'].flatMap((customer) => Array.from({ length: 14 }, (_, d) => ({
-      project_id: projectId, event_id: `${customer}-${d}`, customer_id: customer, event_slug: 'tokens', feature_slug: 'tokens',
-      value: '10', properties: '{}', ts_ms: DAY0 + d * DAY_MS + 3_600_000,
-    })))
+    const rows = ['c1', 'c2', 'c3'].flatMap((customer) =>
+      Array.from({ length: 14 }, (_, d) => ({
+        project_id: projectId,
+        event_id: `${customer}-${d}`,
+        customer_id: customer,
+        event_slug: 'tokens',
+        feature_slug: 'tokens',
+        value: '10',
+        properties: '{}',
+        ts_ms: DAY0 + d * DAY_MS + 3_600_000,
+      })),
+    )
     await insertEventsOnce(gw.clickhouse!, rows)
   })
   afterAll(async () => {
@@ -43,7 +51,9 @@ describe('forecast with the customer\'s budget for the feature', () => {
 
   it('names the budget <customer>/<feature> limit that runs out first at the projected rate', async () => {
     await upsert({
-      key: 'c1/tokens', unit: 'tokens', limits: [
+      key: 'c1/tokens',
+      unit: 'tokens',
+      limits: [
         { id: 'lifetime', window: 'never', enforce: 'hard', amount: '300' },
         { id: 'tight', window: 'never', enforce: 'hard', amount: '200' },
         { id: 'warn', window: 'never', enforce: 'soft', amount: '160' },
@@ -54,7 +64,17 @@ describe('forecast with the customer\'s budget for the feature', () => {
     expect(body.projectedUsage).toBe(140)
     expect(body.limit).toBeUndefined() // no entitlement
     // 50 left of `tight` at 10 a day from now: 5 days (the soft limit is not a limit that stops usage).
-    expect(body.budget).toMatchObject({ kind: 'budget', budgetKey: 'c1/tokens', id: 'tight', window: 'never', amount: 200, used: 150, remaining: 50, resetsAt: null, exhaustsWithinHorizon: true })
+    expect(body.budget).toMatchObject({
+      kind: 'budget',
+      budgetKey: 'c1/tokens',
+      id: 'tight',
+      window: 'never',
+      amount: 200,
+      used: 150,
+      remaining: 50,
+      resetsAt: null,
+      exhaustsWithinHorizon: true,
+    })
     expect(Math.abs(body.budget.exhaustsAt - (NOW + 5 * DAY_MS))).toBeLessThan(1000)
     expect(body.exhaustsAt).toBe(body.budget.exhaustsAt)
     expect(body.answer).toContain('budget c1/tokens limit tight (never) of 200 (50 left) is used up around')
@@ -72,7 +92,14 @@ describe('forecast with the customer\'s budget for the feature', () => {
     await upsert({ key: 'c2', unit: 'tokens', limits: [{ id: 'daily', window: 'day', enforce: 'hard', amount: '100' }] })
     const body = await forecast('c2')
     // 100 a day against 10 a day: the day ends (resets) long before.
-    expect(body.budget).toMatchObject({ budgetKey: 'c2', id: 'daily', remaining: 100, resetsAt: Date.UTC(2026, 10, 23), exhaustsAt: null, exhaustsWithinHorizon: false })
+    expect(body.budget).toMatchObject({
+      budgetKey: 'c2',
+      id: 'daily',
+      remaining: 100,
+      resetsAt: Date.UTC(2026, 10, 23),
+      exhaustsAt: null,
+      exhaustsWithinHorizon: false,
+    })
     expect(body.exhaustsAt).toBeNull()
     expect(body.answer).toContain('resets at')
   })

@@ -9,8 +9,12 @@ import { Script } from '../../src/infra/redis/scripts.js'
 import { testRedis, uniquePrefix } from '../support/redis.js'
 
 let redis: Redis
-beforeAll(() => { redis = testRedis() })
-afterAll(async () => { await redis.quit() })
+beforeAll(() => {
+  redis = testRedis()
+})
+afterAll(async () => {
+  await redis.quit()
+})
 
 async function rawState(tag: string) {
   const k = budgetKeys(tag)

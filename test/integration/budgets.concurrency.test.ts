@@ -19,8 +19,12 @@ const CLIENTS = 4
 let clients: Redis[]
 const project = uniquePrefix()
 
-beforeAll(() => { clients = Array.from({ length: CLIENTS }, () => testRedis()) })
-afterAll(async () => { await Promise.all(clients.map((c) => c.quit())) })
+beforeAll(() => {
+  clients = Array.from({ length: CLIENTS }, () => testRedis())
+})
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.quit()))
+})
 
 const units = (text: string) => {
   const negative = text.startsWith('-')
@@ -49,8 +53,9 @@ describe('1,000 parallel authorizes of 1 against a hard limit of 100', () => {
 
   async function run(services: BudgetService[], key: string): Promise<void> {
     await services[0]!.upsert(project, { key, limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: '100' }], holds: { defaultTtlMs: HOUR_MS } })
-    const answers = await Promise.all(Array.from({ length: 1000 }, (_, i) =>
-      services[i % services.length]!.authorize(project, { key, amount: '1', idempotencyKey: `k${i}` })))
+    const answers = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => services[i % services.length]!.authorize(project, { key, amount: '1', idempotencyKey: `k${i}` })),
+    )
     const ok = answers.filter((a) => a.ok)
     const denied = answers.filter((a) => !a.ok)
     expect(ok.length).toBe(100)
@@ -77,7 +82,10 @@ describe('1,000 parallel authorizes of 1 against a hard limit of 100', () => {
 
   test(`across ${CLIENTS} clients`, async () => {
     const clock = manualClock(T0)
-    await run(clients.map((c) => new BudgetService(c, clock)), 'burst-many')
+    await run(
+      clients.map((c) => new BudgetService(c, clock)),
+      'burst-many',
+    )
   })
 
   test('1,000 parallel charges of 1: exactly 100 consumed', async () => {
@@ -85,8 +93,9 @@ describe('1,000 parallel authorizes of 1 against a hard limit of 100', () => {
     const services = clients.map((c) => new BudgetService(c, clock))
     const key = 'burst-charge'
     await services[0]!.upsert(project, { key, limits: [{ id: 'cap', window: 'day', enforce: 'hard', amount: '100' }] })
-    const answers = await Promise.all(Array.from({ length: 1000 }, (_, i) =>
-      services[i % CLIENTS]!.charge(project, { key, amount: '1', idempotencyKey: `c${i}` })))
+    const answers = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => services[i % CLIENTS]!.charge(project, { key, amount: '1', idempotencyKey: `c${i}` })),
+    )
     expect(answers.filter((a) => a.ok).length).toBe(100)
     const got = await services[0]!.get(project, key)
     expect(got.ok && got.value.balance.limits[0]).toMatchObject({ consumed: '100', held: '0', remaining: '0' })
@@ -101,8 +110,9 @@ describe('concurrent retries are applied once', () => {
     const services = clients.map((c) => new BudgetService(c, clock))
     const key = 'retry-authorize'
     await services[0]!.upsert(project, { key, limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: '100' }] })
-    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) =>
-      services[i % CLIENTS]!.authorize(project, { key, amount: '7.5', idempotencyKey: 'same' })))
+    const answers = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => services[i % CLIENTS]!.authorize(project, { key, amount: '7.5', idempotencyKey: 'same' })),
+    )
     expect(answers.every((a) => a.ok && a.value.holdId === 'h_1')).toBe(true)
     expect(answers.filter((a) => a.ok && !a.value.replayed).length).toBe(1)
     const got = await services[0]!.get(project, key)
@@ -114,9 +124,13 @@ describe('concurrent retries are applied once', () => {
     const services = clients.map((c) => new BudgetService(c, clock))
     const key = 'retry-charge'
     await services[0]!.upsert(project, { key, limits: [{ id: 'cap', window: 'hour', enforce: 'hard', amount: '100' }] })
-    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => i === 100
-      ? services[i % CLIENTS]!.record(project, { key, amount: '2', idempotencyKey: 'same' })
-      : services[i % CLIENTS]!.charge(project, { key, amount: '2', idempotencyKey: 'same' })))
+    const answers = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        i === 100
+          ? services[i % CLIENTS]!.record(project, { key, amount: '2', idempotencyKey: 'same' })
+          : services[i % CLIENTS]!.charge(project, { key, amount: '2', idempotencyKey: 'same' }),
+      ),
+    )
     const fresh = answers.filter((a) => a.ok && !a.value.replayed)
     expect(fresh.length).toBe(1)
     // The record (index 100) is either the first (then every charge conflicts) or conflicts itself.
@@ -134,11 +148,13 @@ describe('concurrent retries are applied once', () => {
       await services[0]!.upsert(project, { key, limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: '100' }] })
       const hold = await services[0]!.authorize(project, { key, amount: '10', idempotencyKey: 'h' })
       expect(hold.ok).toBe(true)
-      const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => {
-        const service = services[i % CLIENTS]!
-        if (i % 3 === 0) return service.release(project, { key, holdId: 'h_1' })
-        return service.settle(project, { key, holdId: 'h_1', amount: i % 3 === 1 ? '4' : '10' })
-      }))
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => {
+          const service = services[i % CLIENTS]!
+          if (i % 3 === 0) return service.release(project, { key, holdId: 'h_1' })
+          return service.settle(project, { key, holdId: 'h_1', amount: i % 3 === 1 ? '4' : '10' })
+        }),
+      )
       const winners = answers.filter((a) => a.ok && !a.value.replayed)
       expect(winners.length).toBe(1)
       const winner = winners[0]!
@@ -149,7 +165,11 @@ describe('concurrent retries are applied once', () => {
       expect(got.value.balance.limits[0]).toMatchObject({ held: '0', consumed: expectedConsumed })
       // Every other answer agrees with the winner: a replay of the same close, or a refusal.
       for (const a of answers) {
-        if (a.ok) expect({ state: a.value.state, settledAmount: a.value.settledAmount }).toEqual({ state: winner.value.state, settledAmount: winner.value.settledAmount })
+        if (a.ok)
+          expect({ state: a.value.state, settledAmount: a.value.settledAmount }).toEqual({
+            state: winner.value.state,
+            settledAmount: winner.value.settledAmount,
+          })
         else expect(['hold_already_settled', 'hold_already_released']).toContain(a.reason)
       }
     }
@@ -159,26 +179,43 @@ describe('concurrent retries are applied once', () => {
 // ---------------------------------------------------------------------------------------------
 // A randomized concurrent mix, checked against a sequential replay of its own answers.
 
-interface HoldRecord { key: string; amount: bigint; expiresAt: number }
-interface Usage { key: string; amount: bigint; at: number }
+interface HoldRecord {
+  key: string
+  amount: bigint
+  expiresAt: number
+}
+interface Usage {
+  key: string
+  amount: bigint
+  at: number
+}
 
 type LimitSpec = { id: string; window: 'never' | 'day' | 'hour'; enforce: 'hard' | 'soft'; amount: string }
 const BUDGETS: { key: string; limits: LimitSpec[] }[] = [
-  { key: 'mix-a', limits: [
-    { id: 'life', window: 'never', enforce: 'hard', amount: '1500' },
-    { id: 'daily', window: 'day', enforce: 'hard', amount: '300' },
-    { id: 'hourly', window: 'hour', enforce: 'hard', amount: '60' },
-    { id: 'alert', window: 'hour', enforce: 'soft', amount: '10' },
-  ] },
-  { key: 'mix-b', limits: [
-    { id: 'hourly', window: 'hour', enforce: 'hard', amount: '25.5' },
-    { id: 'life', window: 'never', enforce: 'hard', amount: '700.00000001' },
-  ] },
-  { key: 'mix-c', limits: [
-    { id: 'daily', window: 'day', enforce: 'hard', amount: '120' },
-    { id: 'daily2', window: 'day', enforce: 'hard', amount: '90' },
-    { id: 'life', window: 'never', enforce: 'soft', amount: '1' },
-  ] },
+  {
+    key: 'mix-a',
+    limits: [
+      { id: 'life', window: 'never', enforce: 'hard', amount: '1500' },
+      { id: 'daily', window: 'day', enforce: 'hard', amount: '300' },
+      { id: 'hourly', window: 'hour', enforce: 'hard', amount: '60' },
+      { id: 'alert', window: 'hour', enforce: 'soft', amount: '10' },
+    ],
+  },
+  {
+    key: 'mix-b',
+    limits: [
+      { id: 'hourly', window: 'hour', enforce: 'hard', amount: '25.5' },
+      { id: 'life', window: 'never', enforce: 'hard', amount: '700.00000001' },
+    ],
+  },
+  {
+    key: 'mix-c',
+    limits: [
+      { id: 'daily', window: 'day', enforce: 'hard', amount: '120' },
+      { id: 'daily2', window: 'day', enforce: 'hard', amount: '90' },
+      { id: 'life', window: 'never', enforce: 'soft', amount: '1' },
+    ],
+  },
 ]
 
 function periodStart(window: LimitSpec['window'], t: number): number {
@@ -222,7 +259,10 @@ async function concurrentMix(seed: number, rounds: number, perRound: number): Pr
       const where = `seed ${seed} round ${round} call ${i}`
       const observe = (answer: Result<unknown>) => {
         const balance = balanceOfAnswer(answer)
-        if (balance) { observed++; assertNoOverspend(balance, where) }
+        if (balance) {
+          observed++
+          assertNoOverspend(balance, where)
+        }
       }
       if (r < 0.3) {
         // authorize; sometimes the same request twice at once from two clients (a retry)
@@ -230,21 +270,25 @@ async function concurrentMix(seed: number, rounds: number, perRound: number): Pr
         const ttlMs = pick([undefined, 1_000, 30_000, 10 * 60_000, 20 * 60_000, 2 * HOUR_MS])
         const copies = rand() < 0.15 ? 2 : 1
         for (let c = 0; c < copies; c++) {
-          calls.push(pick(services).authorize(project, { key, amount, ttlMs, idempotencyKey }).then((a) => {
-            observe(a)
-            if (!a.ok) {
-              expect(a.reason, where).toBe('budget_exceeded')
-              return
-            }
-            const id = `${key}/${a.value.holdId}`
-            const prior = authorizeKeys.get(`${key}/${idempotencyKey}`)
-            if (prior !== undefined) expect(a.value.holdId, `a retry names the same hold (${where})`).toBe(prior)
-            authorizeKeys.set(`${key}/${idempotencyKey}`, a.value.holdId)
-            if (a.value.replayed) return
-            expect(holds.has(id), `hold ${id} issued twice (${where})`).toBe(false)
-            expect(a.value.expiresAt).toBe(now + (ttlMs ?? 60_000))
-            holds.set(id, { key, amount: units(amount), expiresAt: a.value.expiresAt })
-          }))
+          calls.push(
+            pick(services)
+              .authorize(project, { key, amount, ttlMs, idempotencyKey })
+              .then((a) => {
+                observe(a)
+                if (!a.ok) {
+                  expect(a.reason, where).toBe('budget_exceeded')
+                  return
+                }
+                const id = `${key}/${a.value.holdId}`
+                const prior = authorizeKeys.get(`${key}/${idempotencyKey}`)
+                if (prior !== undefined) expect(a.value.holdId, `a retry names the same hold (${where})`).toBe(prior)
+                authorizeKeys.set(`${key}/${idempotencyKey}`, a.value.holdId)
+                if (a.value.replayed) return
+                expect(holds.has(id), `hold ${id} issued twice (${where})`).toBe(false)
+                expect(a.value.expiresAt).toBe(now + (ttlMs ?? 60_000))
+                holds.set(id, { key, amount: units(amount), expiresAt: a.value.expiresAt })
+              }),
+          )
         }
       } else if (r < 0.6 && known.length > 0) {
         // settle a known hold: within its amount, its full amount, or too much
@@ -253,45 +297,53 @@ async function concurrentMix(seed: number, rounds: number, perRound: number): Pr
         const holdId = id.slice(id.lastIndexOf('/') + 1)
         const s = rand()
         const usage = s < 0.4 ? h.amount : s < 0.9 ? (h.amount * BigInt(Math.floor(rand() * 101))) / 100n : h.amount + 1n
-        calls.push(service.settle(project, { key: h.key, holdId, amount: formatUnits(usage) }).then((a) => {
-          observe(a)
-          if (a.ok) {
-            if (a.value.settledBy === 'expiry') {
-              expect(a.value.replayed).toBe(true)
+        calls.push(
+          service.settle(project, { key: h.key, holdId, amount: formatUnits(usage) }).then((a) => {
+            observe(a)
+            if (a.ok) {
+              if (a.value.settledBy === 'expiry') {
+                expect(a.value.replayed).toBe(true)
+                recordClose(id, { kind: 'expired', amount: h.amount, at: h.expiresAt }, where)
+              } else if (!a.value.replayed) {
+                recordClose(id, { kind: 'settled', amount: usage, at: now }, where)
+              }
+            } else if (a.reason === 'hold_expired') {
               recordClose(id, { kind: 'expired', amount: h.amount, at: h.expiresAt }, where)
-            } else if (!a.value.replayed) {
-              recordClose(id, { kind: 'settled', amount: usage, at: now }, where)
+            } else {
+              expect(['exceeds_hold_amount', 'hold_already_settled', 'hold_already_released'], where).toContain(a.reason)
             }
-          } else if (a.reason === 'hold_expired') {
-            recordClose(id, { kind: 'expired', amount: h.amount, at: h.expiresAt }, where)
-          } else {
-            expect(['exceeds_hold_amount', 'hold_already_settled', 'hold_already_released'], where).toContain(a.reason)
-          }
-        }))
+          }),
+        )
       } else if (r < 0.7 && known.length > 0) {
         const id = pickHold()
         const h = holds.get(id)!
         const holdId = id.slice(id.lastIndexOf('/') + 1)
-        calls.push(service.release(project, { key: h.key, holdId }).then((a) => {
-          observe(a)
-          if (a.ok) {
-            expect(a.value.state, where).toBe('released')
-            if (!a.value.replayed) recordClose(id, { kind: 'released', amount: 0n, at: now }, where)
-          } else if (a.reason === 'hold_expired') {
-            recordClose(id, { kind: 'expired', amount: h.amount, at: h.expiresAt }, where)
-          } else {
-            expect(a.reason, where).toBe('hold_already_settled')
-          }
-        }))
+        calls.push(
+          service.release(project, { key: h.key, holdId }).then((a) => {
+            observe(a)
+            if (a.ok) {
+              expect(a.value.state, where).toBe('released')
+              if (!a.value.replayed) recordClose(id, { kind: 'released', amount: 0n, at: now }, where)
+            } else if (a.reason === 'hold_expired') {
+              recordClose(id, { kind: 'expired', amount: h.amount, at: h.expiresAt }, where)
+            } else {
+              expect(a.reason, where).toBe('hold_already_settled')
+            }
+          }),
+        )
       } else {
         const idempotencyKey = `c${++idem}`
         const copies = rand() < 0.15 ? 2 : 1
         for (let c = 0; c < copies; c++) {
-          calls.push(pick(services).charge(project, { key, amount, idempotencyKey }).then((a) => {
-            observe(a)
-            if (a.ok && !a.value.replayed) charges.push({ key, amount: units(amount), at: now })
-            else if (!a.ok) expect(a.reason, where).toBe('budget_exceeded')
-          }))
+          calls.push(
+            pick(services)
+              .charge(project, { key, amount, idempotencyKey })
+              .then((a) => {
+                observe(a)
+                if (a.ok && !a.value.replayed) charges.push({ key, amount: units(amount), at: now })
+                else if (!a.ok) expect(a.reason, where).toBe('budget_exceeded')
+              }),
+          )
         }
       }
     }
@@ -300,7 +352,10 @@ async function concurrentMix(seed: number, rounds: number, perRound: number): Pr
 
     // Move time: not at all, a little, exactly onto a deadline, across a boundary, or far.
     const j = rand()
-    const open = [...holds].filter(([id]) => !closedBy.has(id)).map(([, h]) => h.expiresAt).filter((e) => e > now)
+    const open = [...holds]
+      .filter(([id]) => !closedBy.has(id))
+      .map(([, h]) => h.expiresAt)
+      .filter((e) => e > now)
     if (j < 0.15) clock.advance(0)
     else if (j < 0.35) clock.advance(Math.floor(rand() * 2_000))
     else if (j < 0.6 && open.length > 0) clock.set(pick(open) + pick([-1, 0, 0, 1]))
@@ -375,7 +430,7 @@ describe('a randomized concurrent mix of authorize, settle, release, charge and 
 // reset the newest period's counter (DESIGN.md: "Under any concurrency, for every hard limit and
 // window"). Gateways are stateless and scaled out, and the expiry sweep runs in its own process.
 
-test('a call from a lagging clock does not erase the current period\'s usage', async () => {
+test("a call from a lagging clock does not erase the current period's usage", async () => {
   const boundary = Date.UTC(2025, 6, 2) // a day boundary
   const ahead = new BudgetService(clients[0]!, manualClock(boundary + 2))
   const behind = new BudgetService(clients[1]!, manualClock(boundary - 2))

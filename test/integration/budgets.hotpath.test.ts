@@ -14,7 +14,9 @@ beforeAll(async () => {
   redis = testRedis()
   await redis.ping()
 })
-afterAll(async () => { await redis.quit() })
+afterAll(async () => {
+  await redis.quit()
+})
 
 const day = (amount: string) => [{ id: 'd', window: 'day' as const, enforce: 'hard' as const, amount }]
 
@@ -57,8 +59,14 @@ test('authorizes started in one event-loop turn go to Redis in writes of up to 1
   const socket = (redis as unknown as { stream: { _write: (...a: unknown[]) => unknown; _writev: (...a: unknown[]) => unknown } }).stream
   const { _write, _writev } = socket
   let writes = 0
-  socket._write = function (this: unknown, ...a: unknown[]) { writes++; return _write.apply(this, a) }
-  socket._writev = function (this: unknown, ...a: unknown[]) { writes++; return _writev.apply(this, a) }
+  socket._write = function (this: unknown, ...a: unknown[]) {
+    writes++
+    return _write.apply(this, a)
+  }
+  socket._writev = function (this: unknown, ...a: unknown[]) {
+    writes++
+    return _writev.apply(this, a)
+  }
   try {
     const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => budgets.authorize(project, { key: 'k', amount: '1', idempotencyKey: `i${i}` })))
     expect(writes).toBe(3) // 16 + 16 + 8

@@ -119,12 +119,31 @@ type Step =
 // ---------------------------------------------------------------------------------------------
 const SCENARIOS: Record<string, Step[]> = {
   'authorize: ok, replay, idempotency conflicts on amount and ttlMs': [
-    { op: 'upsert', input: { limits: STD }, expect: {
-      created: true, remaining: '10', held: '0', closesAt: null, limitIds: ['day', 'month'],
-      limits: { day: { consumed: '0', held: '0', remaining: '10', resetsAt: NEXT_DAY }, month: { consumed: '0', remaining: '100', resetsAt: NEXT_MONTH } } } },
-    { op: 'authorize', input: { amount: '4', idem: 'k1' }, expect: {
-      holdId: 'h_1', replayed: false, amount: '4', expiresAt: T0 + DEFAULT_TTL, remaining: '6', held: '4',
-      limits: { day: { consumed: '0', held: '4', remaining: '6' }, month: { consumed: '0', held: '4', remaining: '96' } } } },
+    {
+      op: 'upsert',
+      input: { limits: STD },
+      expect: {
+        created: true,
+        remaining: '10',
+        held: '0',
+        closesAt: null,
+        limitIds: ['day', 'month'],
+        limits: { day: { consumed: '0', held: '0', remaining: '10', resetsAt: NEXT_DAY }, month: { consumed: '0', remaining: '100', resetsAt: NEXT_MONTH } },
+      },
+    },
+    {
+      op: 'authorize',
+      input: { amount: '4', idem: 'k1' },
+      expect: {
+        holdId: 'h_1',
+        replayed: false,
+        amount: '4',
+        expiresAt: T0 + DEFAULT_TTL,
+        remaining: '6',
+        held: '4',
+        limits: { day: { consumed: '0', held: '4', remaining: '6' }, month: { consumed: '0', held: '4', remaining: '96' } },
+      },
+    },
     // same key, same request: the same hold, applied once
     { op: 'authorize', input: { amount: '4', idem: 'k1' }, expect: { holdId: 'h_1', replayed: true, expiresAt: T0 + DEFAULT_TTL, held: '4', remaining: '6' } },
     // the same amount written differently is the same request
@@ -164,7 +183,11 @@ const SCENARIOS: Record<string, Step[]> = {
     { op: 'charge', input: { amount: '1', idem: 'c2' }, expect: { reason: 'budget_closed', kind: 'conflict' } },
     { op: 'charge', input: { amount: '1', idem: 'c1' }, expect: { replayed: true, limits: { day: { consumed: '1' } } } },
     { op: 'record', input: { amount: '1', idem: 'r1' }, expect: { replayed: false, limits: { day: { consumed: '2' } } } },
-    { op: 'settle', input: { holdId: 'h_1', amount: '2' }, expect: { state: 'settled', settledBy: 'settle', held: '0', limits: { day: { consumed: '4' }, month: { consumed: '4' } } } },
+    {
+      op: 'settle',
+      input: { holdId: 'h_1', amount: '2' },
+      expect: { state: 'settled', settledBy: 'settle', held: '0', limits: { day: { consumed: '4' }, month: { consumed: '4' } } },
+    },
     // closesAt set in the past by an upsert closes the budget too; usage is kept
     { op: 'upsert', input: { limits: STD, closesAt: T0 - 1 }, expect: { created: false, closesAt: T0 - 1, limits: { day: { consumed: '4' } } } },
     { op: 'authorize', input: { amount: '1', idem: 'k3' }, expect: { reason: 'budget_closed' } },
@@ -177,10 +200,18 @@ const SCENARIOS: Record<string, Step[]> = {
   '402: hard limit cannot take the amount; remedy release_holds; exact fit is allowed': [
     { op: 'upsert', input: { limits: STD } },
     { op: 'authorize', input: { amount: '6', idem: 'k1' }, expect: { holdId: 'h_1' } },
-    { op: 'authorize', input: { amount: '5', idem: 'k2' }, expect: {
-      reason: 'budget_exceeded', kind: 'budget_exceeded', remaining: '4', held: '6',
-      limits: { day: { consumed: '0', held: '6', remaining: '4' }, month: { remaining: '94' } },
-      blocked: { limitId: 'day', window: 'day', remaining: '4', held: '6', resetsAt: NEXT_DAY, remedy: 'release_holds' } } },
+    {
+      op: 'authorize',
+      input: { amount: '5', idem: 'k2' },
+      expect: {
+        reason: 'budget_exceeded',
+        kind: 'budget_exceeded',
+        remaining: '4',
+        held: '6',
+        limits: { day: { consumed: '0', held: '6', remaining: '4' }, month: { remaining: '94' } },
+        blocked: { limitId: 'day', window: 'day', remaining: '4', held: '6', resetsAt: NEXT_DAY, remedy: 'release_holds' },
+      },
+    },
     // consumed + held + amount == limit is not "passing" it
     { op: 'authorize', input: { amount: '4', idem: 'k3' }, expect: { holdId: 'h_2', remaining: '0' } },
     { op: 'release', input: { holdId: 'h_2' }, expect: { state: 'released', held: '6' } },
@@ -193,15 +224,33 @@ const SCENARIOS: Record<string, Step[]> = {
     { op: 'upsert', input: { limits: [hard('day', 'day', '10'), hard('week', 'week', '10.5'), hard('month', 'month', '100')] } },
     { op: 'charge', input: { amount: '9', idem: 'c1' }, expect: { limits: { day: { consumed: '9' }, week: { consumed: '9', resetsAt: NEXT_WEEK } } } },
     // day (9+2 > 10) and week (9+2 > 10.5) fail, neither is smaller than 2: the week resets last
-    { op: 'authorize', input: { amount: '2', idem: 'k1' }, expect: {
-      reason: 'budget_exceeded', remaining: '1',
-      blocked: { limitId: 'week', window: 'week', remaining: '1.5', held: '0', resetsAt: NEXT_WEEK, remedy: 'wait_for_reset' } } },
-    { op: 'charge', input: { amount: '2', idem: 'c2' }, expect: {
-      reason: 'budget_exceeded', blocked: { limitId: 'week', remedy: 'wait_for_reset' } } },
+    {
+      op: 'authorize',
+      input: { amount: '2', idem: 'k1' },
+      expect: {
+        reason: 'budget_exceeded',
+        remaining: '1',
+        blocked: { limitId: 'week', window: 'week', remaining: '1.5', held: '0', resetsAt: NEXT_WEEK, remedy: 'wait_for_reset' },
+      },
+    },
+    {
+      op: 'charge',
+      input: { amount: '2', idem: 'c2' },
+      expect: {
+        reason: 'budget_exceeded',
+        blocked: { limitId: 'week', remedy: 'wait_for_reset' },
+      },
+    },
     { op: 'tick', input: { to: NEXT_DAY } },
     { op: 'get', expect: { limits: { day: { consumed: '0', resetsAt: NEXT_DAY + DAY }, week: { consumed: '9' }, month: { consumed: '9' } } } },
-    { op: 'authorize', input: { amount: '2', idem: 'k1' }, expect: {
-      reason: 'budget_exceeded', blocked: { limitId: 'week', remaining: '1.5', resetsAt: NEXT_WEEK, remedy: 'wait_for_reset' } } },
+    {
+      op: 'authorize',
+      input: { amount: '2', idem: 'k1' },
+      expect: {
+        reason: 'budget_exceeded',
+        blocked: { limitId: 'week', remaining: '1.5', resetsAt: NEXT_WEEK, remedy: 'wait_for_reset' },
+      },
+    },
     { op: 'authorize', input: { amount: '1.5', idem: 'k2' }, expect: { holdId: 'h_1', remaining: '0' } },
   ],
 
@@ -210,21 +259,45 @@ const SCENARIOS: Record<string, Step[]> = {
     { op: 'charge', input: { amount: '5', idem: 'c1' } },
     { op: 'authorize', input: { amount: '4', idem: 'k1' }, expect: { holdId: 'h_1', held: '4', remaining: '1' } },
     // 5+4+4 passes both; without the hold 5+4 fits both
-    { op: 'authorize', input: { amount: '4', idem: 'k2' }, expect: {
-      reason: 'budget_exceeded', blocked: { limitId: 'month', window: 'month', remaining: '3', held: '4', resetsAt: NEXT_MONTH, remedy: 'release_holds' } } },
+    {
+      op: 'authorize',
+      input: { amount: '4', idem: 'k2' },
+      expect: {
+        reason: 'budget_exceeded',
+        blocked: { limitId: 'month', window: 'month', remaining: '3', held: '4', resetsAt: NEXT_MONTH, remedy: 'release_holds' },
+      },
+    },
     // without the hold 5+6 passes the day; after the resets 4+6 fits both
-    { op: 'authorize', input: { amount: '6', idem: 'k3' }, expect: {
-      reason: 'budget_exceeded', blocked: { limitId: 'month', remedy: 'wait_for_reset' } } },
+    {
+      op: 'authorize',
+      input: { amount: '6', idem: 'k3' },
+      expect: {
+        reason: 'budget_exceeded',
+        blocked: { limitId: 'month', remedy: 'wait_for_reset' },
+      },
+    },
     // neither: 5+9 > 10 and 4+9 > 10
-    { op: 'authorize', input: { amount: '9', idem: 'k4' }, expect: {
-      reason: 'budget_exceeded', blocked: { limitId: 'month', remaining: '3', remedy: 'raise_limit' } } },
+    {
+      op: 'authorize',
+      input: { amount: '9', idem: 'k4' },
+      expect: {
+        reason: 'budget_exceeded',
+        blocked: { limitId: 'month', remaining: '3', remedy: 'raise_limit' },
+      },
+    },
   ],
 
   '402: a failing limit smaller than the request is named first (the smallest), remedy raise_limit': [
     { op: 'upsert', input: { limits: [hard('day', 'day', '100'), hard('week', 'week', '4'), hard('month', 'month', '3'), hard('life', 'never', '1000')] } },
-    { op: 'authorize', input: { amount: '5', idem: 'k1' }, expect: {
-      reason: 'budget_exceeded', remaining: '3',
-      blocked: { limitId: 'month', window: 'month', remaining: '3', held: '0', resetsAt: NEXT_MONTH, remedy: 'raise_limit' } } },
+    {
+      op: 'authorize',
+      input: { amount: '5', idem: 'k1' },
+      expect: {
+        reason: 'budget_exceeded',
+        remaining: '3',
+        blocked: { limitId: 'month', window: 'month', remaining: '3', held: '0', resetsAt: NEXT_MONTH, remedy: 'raise_limit' },
+      },
+    },
     { op: 'charge', input: { amount: '5', idem: 'c1' }, expect: { reason: 'budget_exceeded', blocked: { limitId: 'month', remedy: 'raise_limit' } } },
   ],
 
@@ -232,39 +305,90 @@ const SCENARIOS: Record<string, Step[]> = {
     { op: 'upsert', input: { limits: [hard('day', 'day', '3'), hard('month', 'month', '100')] } },
     { op: 'record', input: { amount: '97', idem: 'r1' }, expect: { crossed: ['day'], notified: ['day'], limits: { day: { remaining: '-94' } } } },
     // day (3 < 5) and month (97+5 > 100) fail; the month resets later but the day is too small
-    { op: 'authorize', input: { amount: '5', idem: 'k1' }, expect: {
-      reason: 'budget_exceeded', remaining: '-94', blocked: { limitId: 'day', window: 'day', remaining: '-94', resetsAt: NEXT_DAY, remedy: 'raise_limit' } } },
+    {
+      op: 'authorize',
+      input: { amount: '5', idem: 'k1' },
+      expect: {
+        reason: 'budget_exceeded',
+        remaining: '-94',
+        blocked: { limitId: 'day', window: 'day', remaining: '-94', resetsAt: NEXT_DAY, remedy: 'raise_limit' },
+      },
+    },
   ],
 
   '402: `never` resets last of all; a failing never limit cannot wait for a reset': [
     { op: 'upsert', input: { limits: [hard('day', 'day', '10'), hard('life', 'never', '20')] } },
     // record is never denied and can pass a hard limit
-    { op: 'record', input: { amount: '18', idem: 'r1' }, expect: {
-      crossed: ['day'], notified: ['day'], remaining: '-8',
-      limits: { day: { consumed: '18', remaining: '-8' }, life: { consumed: '18', remaining: '2', resetsAt: null } } } },
-    { op: 'authorize', input: { amount: '3', idem: 'k1' }, expect: {
-      reason: 'budget_exceeded', blocked: { limitId: 'life', window: 'never', remaining: '2', held: '0', resetsAt: null, remedy: 'raise_limit' } } },
+    {
+      op: 'record',
+      input: { amount: '18', idem: 'r1' },
+      expect: {
+        crossed: ['day'],
+        notified: ['day'],
+        remaining: '-8',
+        limits: { day: { consumed: '18', remaining: '-8' }, life: { consumed: '18', remaining: '2', resetsAt: null } },
+      },
+    },
+    {
+      op: 'authorize',
+      input: { amount: '3', idem: 'k1' },
+      expect: {
+        reason: 'budget_exceeded',
+        blocked: { limitId: 'life', window: 'never', remaining: '2', held: '0', resetsAt: null, remedy: 'raise_limit' },
+      },
+    },
     // only the day fails now (18+2 = 20 fits the never limit)
-    { op: 'authorize', input: { amount: '2', idem: 'k2' }, expect: {
-      reason: 'budget_exceeded', blocked: { limitId: 'day', window: 'day', remaining: '-8', resetsAt: NEXT_DAY, remedy: 'wait_for_reset' } } },
+    {
+      op: 'authorize',
+      input: { amount: '2', idem: 'k2' },
+      expect: {
+        reason: 'budget_exceeded',
+        blocked: { limitId: 'day', window: 'day', remaining: '-8', resetsAt: NEXT_DAY, remedy: 'wait_for_reset' },
+      },
+    },
     { op: 'tick', input: { to: NEXT_DAY } },
-    { op: 'authorize', input: { amount: '2', idem: 'k2' }, expect: { holdId: 'h_1', remaining: '0', limits: { day: { consumed: '0', remaining: '8' }, life: { consumed: '18', remaining: '0' } } } },
+    {
+      op: 'authorize',
+      input: { amount: '2', idem: 'k2' },
+      expect: { holdId: 'h_1', remaining: '0', limits: { day: { consumed: '0', remaining: '8' }, life: { consumed: '18', remaining: '0' } } },
+    },
   ],
 
   'soft limits never deny, go negative, and show in crossed once usage passes them': [
     { op: 'upsert', input: { limits: [soft('warn', 'day', '5'), hard('month', 'month', '100')] } },
-    { op: 'authorize', input: { amount: '8', idem: 'k1' }, expect: {
-      holdId: 'h_1', remaining: '92', held: '8',
-      limits: { warn: { enforce: 'soft', consumed: '0', held: '8', remaining: '-3' }, month: { remaining: '92' } } } },
-    { op: 'settle', input: { holdId: 'h_1', amount: '7' }, expect: {
-      state: 'settled', settledBy: 'settle', settledAmount: '7', amount: '8', crossed: ['warn'], notified: ['warn'],
-      limits: { warn: { consumed: '7', held: '0', remaining: '-2' }, month: { consumed: '7', remaining: '93' } } } },
+    {
+      op: 'authorize',
+      input: { amount: '8', idem: 'k1' },
+      expect: {
+        holdId: 'h_1',
+        remaining: '92',
+        held: '8',
+        limits: { warn: { enforce: 'soft', consumed: '0', held: '8', remaining: '-3' }, month: { remaining: '92' } },
+      },
+    },
+    {
+      op: 'settle',
+      input: { holdId: 'h_1', amount: '7' },
+      expect: {
+        state: 'settled',
+        settledBy: 'settle',
+        settledAmount: '7',
+        amount: '8',
+        crossed: ['warn'],
+        notified: ['warn'],
+        limits: { warn: { consumed: '7', held: '0', remaining: '-2' }, month: { consumed: '7', remaining: '93' } },
+      },
+    },
     // already past: not crossed again
     { op: 'charge', input: { amount: '1', idem: 'c1' }, expect: { crossed: [], notified: [], limits: { warn: { consumed: '8', remaining: '-3' } } } },
     { op: 'tick', input: { to: NEXT_DAY } },
     { op: 'get', expect: { notified: [], limits: { warn: { consumed: '0', remaining: '5' }, month: { consumed: '8' } } } },
     // a new period: crossing again is reported again
-    { op: 'charge', input: { amount: '6', idem: 'c2' }, expect: { crossed: ['warn'], notified: ['warn'], limits: { warn: { consumed: '6', remaining: '-1' } } } },
+    {
+      op: 'charge',
+      input: { amount: '6', idem: 'c2' },
+      expect: { crossed: ['warn'], notified: ['warn'], limits: { warn: { consumed: '6', remaining: '-1' } } },
+    },
   ],
 
   'a budget with only soft limits has remaining null and never denies': [
@@ -293,16 +417,47 @@ const SCENARIOS: Record<string, Step[]> = {
     { op: 'authorize', input: { amount: '5', idem: 'k1' }, expect: { holdId: 'h_1' } },
     { op: 'settle', input: { holdId: 'h_1', amount: '5.00000001' }, expect: { reason: 'exceeds_hold_amount', kind: 'conflict' } },
     { op: 'get', expect: { held: '5', limits: { day: { consumed: '0' } } } },
-    { op: 'settle', input: { holdId: 'h_1', amount: '3.5' }, expect: {
-      holdId: 'h_1', state: 'settled', settledBy: 'settle', settledAmount: '3.5', amount: '5', replayed: false, expiresAt: T0 + DEFAULT_TTL,
-      held: '0', remaining: '6.5', crossed: [], limits: { day: { consumed: '3.5', held: '0', remaining: '6.5' }, month: { consumed: '3.5' } } } },
-    { op: 'settle', input: { holdId: 'h_1', amount: '3.5' }, expect: { state: 'settled', settledBy: 'settle', settledAmount: '3.5', replayed: true, limits: { day: { consumed: '3.5' } } } },
+    {
+      op: 'settle',
+      input: { holdId: 'h_1', amount: '3.5' },
+      expect: {
+        holdId: 'h_1',
+        state: 'settled',
+        settledBy: 'settle',
+        settledAmount: '3.5',
+        amount: '5',
+        replayed: false,
+        expiresAt: T0 + DEFAULT_TTL,
+        held: '0',
+        remaining: '6.5',
+        crossed: [],
+        limits: { day: { consumed: '3.5', held: '0', remaining: '6.5' }, month: { consumed: '3.5' } },
+      },
+    },
+    {
+      op: 'settle',
+      input: { holdId: 'h_1', amount: '3.5' },
+      expect: { state: 'settled', settledBy: 'settle', settledAmount: '3.5', replayed: true, limits: { day: { consumed: '3.5' } } },
+    },
     { op: 'settle', input: { holdId: 'h_1', amount: '3.50' }, expect: { replayed: true, limits: { day: { consumed: '3.5' } } } },
     { op: 'settle', input: { holdId: 'h_1', amount: '5' }, expect: { reason: 'hold_already_settled', kind: 'conflict' } },
     { op: 'release', input: { holdId: 'h_1' }, expect: { reason: 'hold_already_settled', kind: 'conflict' } },
     { op: 'authorize', input: { amount: '2', idem: 'k2' }, expect: { holdId: 'h_2', held: '2' } },
-    { op: 'release', input: { holdId: 'h_2' }, expect: {
-      holdId: 'h_2', state: 'released', settledBy: null, settledAmount: null, amount: '2', replayed: false, held: '0', crossed: [], limits: { day: { consumed: '3.5' } } } },
+    {
+      op: 'release',
+      input: { holdId: 'h_2' },
+      expect: {
+        holdId: 'h_2',
+        state: 'released',
+        settledBy: null,
+        settledAmount: null,
+        amount: '2',
+        replayed: false,
+        held: '0',
+        crossed: [],
+        limits: { day: { consumed: '3.5' } },
+      },
+    },
     { op: 'release', input: { holdId: 'h_2' }, expect: { state: 'released', replayed: true, held: '0' } },
     { op: 'settle', input: { holdId: 'h_2', amount: '2' }, expect: { reason: 'hold_already_released', kind: 'conflict' } },
     { op: 'settle', input: { holdId: 'h_2', amount: '0' }, expect: { reason: 'hold_already_released', kind: 'conflict' } },
@@ -311,7 +466,11 @@ const SCENARIOS: Record<string, Step[]> = {
     { op: 'settle', input: { holdId: 'h_3', amount: '5' }, expect: { settledAmount: '5', limits: { day: { consumed: '8.5' } } } },
     { op: 'settle', input: { holdId: 'h_3', amount: '0' }, expect: { reason: 'hold_already_settled' } },
     { op: 'authorize', input: { amount: '1', idem: 'k4' }, expect: { holdId: 'h_4' } },
-    { op: 'settle', input: { holdId: 'h_4', amount: '0' }, expect: { settledBy: 'settle', settledAmount: '0', held: '0', limits: { day: { consumed: '8.5' } } } },
+    {
+      op: 'settle',
+      input: { holdId: 'h_4', amount: '0' },
+      expect: { settledBy: 'settle', settledAmount: '0', held: '0', limits: { day: { consumed: '8.5' } } },
+    },
     { op: 'get', expect: { held: '0', remaining: '1.5', limits: { day: { consumed: '8.5' }, month: { consumed: '8.5' } } } },
   ],
 
@@ -322,12 +481,29 @@ const SCENARIOS: Record<string, Step[]> = {
     { op: 'tick', input: { to: T0 + 30_000 - 1 } },
     { op: 'get', expect: { held: '6', notified: [], limits: { day: { consumed: '0', held: '6' } } } },
     { op: 'tick', input: { to: T0 + 30_000 } }, // the deadline is reached
-    { op: 'get', expect: {
-      held: '1', remaining: '4', notified: ['warn'],
-      limits: { day: { consumed: '5', held: '1', remaining: '4' }, month: { consumed: '5' }, warn: { consumed: '5', remaining: '-2' } } } },
+    {
+      op: 'get',
+      expect: {
+        held: '1',
+        remaining: '4',
+        notified: ['warn'],
+        limits: { day: { consumed: '5', held: '1', remaining: '4' }, month: { consumed: '5' }, warn: { consumed: '5', remaining: '-2' } },
+      },
+    },
     // settling an expired hold with its full amount replays the expiry
-    { op: 'settle', input: { holdId: 'h_1', amount: '5' }, expect: {
-      state: 'settled', settledBy: 'expiry', settledAmount: '5', replayed: true, crossed: [], notified: [], limits: { day: { consumed: '5' } } } },
+    {
+      op: 'settle',
+      input: { holdId: 'h_1', amount: '5' },
+      expect: {
+        state: 'settled',
+        settledBy: 'expiry',
+        settledAmount: '5',
+        replayed: true,
+        crossed: [],
+        notified: [],
+        limits: { day: { consumed: '5' } },
+      },
+    },
     { op: 'settle', input: { holdId: 'h_1', amount: '4' }, expect: { reason: 'hold_expired', kind: 'conflict' } },
     { op: 'settle', input: { holdId: 'h_1', amount: '0' }, expect: { reason: 'hold_expired', kind: 'conflict' } },
     { op: 'release', input: { holdId: 'h_1' }, expect: { reason: 'hold_expired', kind: 'conflict' } },
@@ -398,13 +574,24 @@ const SCENARIOS: Record<string, Step[]> = {
     { op: 'tick', input: { to: Date.UTC(2025, 2, 13, 0, 2, 0) } },
     // h_1 expired on the 12th: its day is over. h_2 and h_4 (deadline exactly at midnight)
     // expired in the new day. The month and the never limit count all of them.
-    { op: 'get', expect: {
-      held: '1', limits: {
-        day: { consumed: '2.5', held: '1', resetsAt: Date.UTC(2025, 2, 14) },
-        month: { consumed: '6.5' }, life: { consumed: '6.5', resetsAt: null } } } },
+    {
+      op: 'get',
+      expect: {
+        held: '1',
+        limits: {
+          day: { consumed: '2.5', held: '1', resetsAt: Date.UTC(2025, 2, 14) },
+          month: { consumed: '6.5' },
+          life: { consumed: '6.5', resetsAt: null },
+        },
+      },
+    },
     { op: 'settle', input: { holdId: 'h_1', amount: '4' }, expect: { settledBy: 'expiry', replayed: true, limits: { day: { consumed: '2.5' } } } },
     // a hold authorized yesterday and settled today counts today
-    { op: 'settle', input: { holdId: 'h_3', amount: '1' }, expect: { settledBy: 'settle', held: '0', limits: { day: { consumed: '3.5' }, month: { consumed: '7.5' } } } },
+    {
+      op: 'settle',
+      input: { holdId: 'h_3', amount: '1' },
+      expect: { settledBy: 'settle', held: '0', limits: { day: { consumed: '3.5' }, month: { consumed: '7.5' } } },
+    },
     // the same through the sweep, days after the deadline
     { op: 'authorize', input: { amount: '5', idem: 'k5', ttlMs: SEC }, expect: { holdId: 'h_5' } },
     { op: 'tick', input: { to: Date.UTC(2025, 2, 15, 12) } },
@@ -414,17 +601,33 @@ const SCENARIOS: Record<string, Step[]> = {
 
   'charge: consumes at once; replay, conflicts, 402 and budget_closed': [
     { op: 'upsert', input: { limits: STD } },
-    { op: 'charge', input: { amount: '4', idem: 'c1' }, expect: { amount: '4', replayed: false, crossed: [], remaining: '6', limits: { day: { consumed: '4' }, month: { consumed: '4' } } } },
+    {
+      op: 'charge',
+      input: { amount: '4', idem: 'c1' },
+      expect: { amount: '4', replayed: false, crossed: [], remaining: '6', limits: { day: { consumed: '4' }, month: { consumed: '4' } } },
+    },
     { op: 'charge', input: { amount: '4', idem: 'c1' }, expect: { amount: '4', replayed: true, limits: { day: { consumed: '4' } } } },
     { op: 'charge', input: { amount: '5', idem: 'c1' }, expect: { reason: 'idempotency_conflict', kind: 'conflict' } },
     { op: 'record', input: { amount: '4', idem: 'c1' }, expect: { reason: 'idempotency_conflict', kind: 'conflict' } },
     { op: 'authorize', input: { amount: '4', idem: 'c1' }, expect: { reason: 'idempotency_conflict', kind: 'conflict' } },
     { op: 'authorize', input: { amount: '2', idem: 'k1' }, expect: { holdId: 'h_1', held: '2', remaining: '4' } },
     { op: 'charge', input: { amount: '2', idem: 'k1' }, expect: { reason: 'idempotency_conflict', kind: 'conflict' } },
-    { op: 'charge', input: { amount: '5', idem: 'c2' }, expect: {
-      reason: 'budget_exceeded', kind: 'budget_exceeded', remaining: '4', held: '2',
-      blocked: { limitId: 'day', window: 'day', remaining: '4', held: '2', resetsAt: NEXT_DAY, remedy: 'release_holds' } } },
-    { op: 'charge', input: { amount: '4', idem: 'c2' }, expect: { replayed: false, remaining: '0', limits: { day: { consumed: '8', held: '2', remaining: '0' } } } },
+    {
+      op: 'charge',
+      input: { amount: '5', idem: 'c2' },
+      expect: {
+        reason: 'budget_exceeded',
+        kind: 'budget_exceeded',
+        remaining: '4',
+        held: '2',
+        blocked: { limitId: 'day', window: 'day', remaining: '4', held: '2', resetsAt: NEXT_DAY, remedy: 'release_holds' },
+      },
+    },
+    {
+      op: 'charge',
+      input: { amount: '4', idem: 'c2' },
+      expect: { replayed: false, remaining: '0', limits: { day: { consumed: '8', held: '2', remaining: '0' } } },
+    },
     { op: 'upsert', input: { limits: STD, closesAt: T0 }, expect: { limits: { day: { consumed: '8' } } } },
     { op: 'charge', input: { amount: '0', idem: 'c3' }, expect: { reason: 'budget_closed', kind: 'conflict' } },
     { op: 'charge', input: { amount: '4', idem: 'c1' }, expect: { replayed: true, limits: { day: { consumed: '8' } } } },
@@ -434,14 +637,30 @@ const SCENARIOS: Record<string, Step[]> = {
   'record: never denied, passes a hard limit, reports crossed, remaining negative': [
     { op: 'upsert', input: { limits: [hard('day', 'day', '10'), soft('warn', 'month', '20')] } },
     { op: 'record', input: { amount: '8', idem: 'r1' }, expect: { replayed: false, crossed: [], notified: [], limits: { day: { consumed: '8' } } } },
-    { op: 'record', input: { amount: '5', idem: 'r2' }, expect: {
-      replayed: false, crossed: ['day'], notified: ['day'], remaining: '-3',
-      limits: { day: { consumed: '13', remaining: '-3' }, warn: { consumed: '13', remaining: '7' } } } },
+    {
+      op: 'record',
+      input: { amount: '5', idem: 'r2' },
+      expect: {
+        replayed: false,
+        crossed: ['day'],
+        notified: ['day'],
+        remaining: '-3',
+        limits: { day: { consumed: '13', remaining: '-3' }, warn: { consumed: '13', remaining: '7' } },
+      },
+    },
     { op: 'record', input: { amount: '5', idem: 'r2' }, expect: { replayed: true, crossed: [], notified: [], limits: { day: { consumed: '13' } } } },
     { op: 'record', input: { amount: '6', idem: 'r2' }, expect: { reason: 'idempotency_conflict', kind: 'conflict' } },
     { op: 'charge', input: { amount: '5', idem: 'r2' }, expect: { reason: 'idempotency_conflict', kind: 'conflict' } },
-    { op: 'record', input: { amount: '8', idem: 'r3' }, expect: { crossed: ['warn'], notified: ['warn'], limits: { day: { consumed: '21' }, warn: { consumed: '21', remaining: '-1' } } } },
-    { op: 'charge', input: { amount: '1', idem: 'c1' }, expect: { reason: 'budget_exceeded', blocked: { limitId: 'day', remaining: '-11', remedy: 'wait_for_reset' } } },
+    {
+      op: 'record',
+      input: { amount: '8', idem: 'r3' },
+      expect: { crossed: ['warn'], notified: ['warn'], limits: { day: { consumed: '21' }, warn: { consumed: '21', remaining: '-1' } } },
+    },
+    {
+      op: 'charge',
+      input: { amount: '1', idem: 'c1' },
+      expect: { reason: 'budget_exceeded', blocked: { limitId: 'day', remaining: '-11', remedy: 'wait_for_reset' } },
+    },
     { op: 'authorize', input: { amount: '1', idem: 'k1' }, expect: { reason: 'budget_exceeded', blocked: { limitId: 'day', remedy: 'wait_for_reset' } } },
     // a closed budget still counts records
     { op: 'upsert', input: { limits: [hard('day', 'day', '10'), soft('warn', 'month', '20')], closesAt: T0 - 1 } },
@@ -453,29 +672,58 @@ const SCENARIOS: Record<string, Step[]> = {
     { op: 'charge', input: { amount: '3', idem: 'c1' } },
     { op: 'authorize', input: { amount: '2', idem: 'k1' }, expect: { holdId: 'h_1' } },
     // day: amount changed (kept); month: window changed to week (reset); extra: new
-    { op: 'upsert', input: { limits: [hard('day', 'day', '20'), hard('month', 'week', '100'), hard('extra', 'never', '50')] }, expect: {
-      created: false, held: '2', remaining: '15', limitIds: ['day', 'month', 'extra'],
-      limits: {
-        day: { consumed: '3', held: '2', remaining: '15' },
-        month: { window: 'week', consumed: '0', held: '2', remaining: '98', resetsAt: NEXT_WEEK },
-        extra: { consumed: '0', held: '2', remaining: '48', resetsAt: null } } } },
+    {
+      op: 'upsert',
+      input: { limits: [hard('day', 'day', '20'), hard('month', 'week', '100'), hard('extra', 'never', '50')] },
+      expect: {
+        created: false,
+        held: '2',
+        remaining: '15',
+        limitIds: ['day', 'month', 'extra'],
+        limits: {
+          day: { consumed: '3', held: '2', remaining: '15' },
+          month: { window: 'week', consumed: '0', held: '2', remaining: '98', resetsAt: NEXT_WEEK },
+          extra: { consumed: '0', held: '2', remaining: '48', resetsAt: null },
+        },
+      },
+    },
     { op: 'get', expect: { held: '2', limits: { day: { consumed: '3' }, month: { consumed: '0' }, extra: { consumed: '0', held: '2' } } } },
     // a hold settled after an upsert counts in limits added after it was authorized
-    { op: 'settle', input: { holdId: 'h_1', amount: '2' }, expect: { held: '0', limits: { day: { consumed: '5' }, month: { consumed: '2' }, extra: { consumed: '2' } } } },
+    {
+      op: 'settle',
+      input: { holdId: 'h_1', amount: '2' },
+      expect: { held: '0', limits: { day: { consumed: '5' }, month: { consumed: '2' }, extra: { consumed: '2' } } },
+    },
     { op: 'upsert', input: { limits: [hard('day', 'day', '20')] }, expect: { limitIds: ['day'], limits: { day: { consumed: '5' } } } },
     // a limit removed and added again starts from zero
-    { op: 'upsert', input: { limits: [hard('extra', 'never', '50'), hard('day', 'day', '20')] }, expect: {
-      limitIds: ['extra', 'day'], limits: { extra: { consumed: '0' }, day: { consumed: '5' } } } },
+    {
+      op: 'upsert',
+      input: { limits: [hard('extra', 'never', '50'), hard('day', 'day', '20')] },
+      expect: {
+        limitIds: ['extra', 'day'],
+        limits: { extra: { consumed: '0' }, day: { consumed: '5' } },
+      },
+    },
     // enforce changed: kept
-    { op: 'upsert', input: { limits: [hard('extra', 'never', '50'), soft('day', 'day', '1')] }, expect: {
-      remaining: '50', limits: { day: { enforce: 'soft', consumed: '5', remaining: '-4' } } } },
+    {
+      op: 'upsert',
+      input: { limits: [hard('extra', 'never', '50'), soft('day', 'day', '1')] },
+      expect: {
+        remaining: '50',
+        limits: { day: { enforce: 'soft', consumed: '5', remaining: '-4' } },
+      },
+    },
     { op: 'get', expect: { remaining: '50', limits: { day: { consumed: '5' }, extra: { consumed: '0' } } } },
   ],
 
   'upsert: an open hold keeps counting through a reconfiguration, and later expires into the new limits': [
     { op: 'upsert', input: { limits: [hard('day', 'day', '10')] } },
     { op: 'authorize', input: { amount: '6', idem: 'k1', ttlMs: 10_000 }, expect: { holdId: 'h_1' } },
-    { op: 'upsert', input: { limits: [hard('day', 'day', '10'), hard('new', 'month', '7')] }, expect: { held: '6', remaining: '1', limits: { new: { held: '6', remaining: '1' } } } },
+    {
+      op: 'upsert',
+      input: { limits: [hard('day', 'day', '10'), hard('new', 'month', '7')] },
+      expect: { held: '6', remaining: '1', limits: { new: { held: '6', remaining: '1' } } },
+    },
     { op: 'authorize', input: { amount: '2', idem: 'k2' }, expect: { reason: 'budget_exceeded', blocked: { limitId: 'new', remedy: 'release_holds' } } },
     { op: 'tick', input: { ms: 10_000 } },
     { op: 'get', expect: { held: '0', limits: { day: { consumed: '6' }, new: { consumed: '6', remaining: '1' } } } },
@@ -487,9 +735,21 @@ const SCENARIOS: Record<string, Step[]> = {
   'upsert: invalid configurations change nothing': [
     { op: 'upsert', input: { limits: STD } },
     { op: 'charge', input: { amount: '1', idem: 'c1' } },
-    { op: 'upsert', input: { limits: [hard('day', 'day', '5'), hard('day', 'month', '5')] }, expect: { reason: 'invalid_request', kind: 'invalid', issues: ['$.limits[1].id'] } },
-    { op: 'upsert', input: { limits: [hard('day', 'never', '5', T0)] }, expect: { reason: 'invalid_request', kind: 'invalid', issues: ['$.limits[0].anchor'] } },
-    { op: 'upsert', input: { limits: STD, holds: { defaultTtlMs: 10_000, maxTtlMs: 5_000 } }, expect: { reason: 'invalid_request', kind: 'invalid', issues: ['$.holds.defaultTtlMs'] } },
+    {
+      op: 'upsert',
+      input: { limits: [hard('day', 'day', '5'), hard('day', 'month', '5')] },
+      expect: { reason: 'invalid_request', kind: 'invalid', issues: ['$.limits[1].id'] },
+    },
+    {
+      op: 'upsert',
+      input: { limits: [hard('day', 'never', '5', T0)] },
+      expect: { reason: 'invalid_request', kind: 'invalid', issues: ['$.limits[0].anchor'] },
+    },
+    {
+      op: 'upsert',
+      input: { limits: STD, holds: { defaultTtlMs: 10_000, maxTtlMs: 5_000 } },
+      expect: { reason: 'invalid_request', kind: 'invalid', issues: ['$.holds.defaultTtlMs'] },
+    },
     { op: 'get', expect: { limitIds: ['day', 'month'], limits: { day: { consumed: '1', remaining: '9' } } } },
   ],
 
@@ -577,7 +837,9 @@ async function runScenario(backend: Backend, base: RedisClient, steps: Step[]): 
   const tag = budgetTag(projectId, KEY)
   const keys = budgetKeys(tag)
   const events: { projectId: string; key: string; crossed: Crossed[] }[] = []
-  const onCrossed = (p: string, k: string, crossed: Crossed[]) => { events.push({ projectId: p, key: k, crossed }) }
+  const onCrossed = (p: string, k: string, crossed: Crossed[]) => {
+    events.push({ projectId: p, key: k, crossed })
+  }
   let redis = base
   let service = new BudgetService(redis, clock, { onCrossed })
   const owned: RedisClient[] = []
@@ -597,7 +859,12 @@ async function runScenario(backend: Backend, base: RedisClient, steps: Step[]): 
           break
         }
         case 'authorize':
-          result = await service.authorize(projectId, { key, amount: step.input.amount, idempotencyKey: step.input.idem, ...(step.input.ttlMs === undefined ? {} : { ttlMs: step.input.ttlMs }) })
+          result = await service.authorize(projectId, {
+            key,
+            amount: step.input.amount,
+            idempotencyKey: step.input.idem,
+            ...(step.input.ttlMs === undefined ? {} : { ttlMs: step.input.ttlMs }),
+          })
           break
         case 'settle':
           result = await service.settle(projectId, { key, holdId: step.input.holdId, amount: step.input.amount })
@@ -617,9 +884,7 @@ async function runScenario(backend: Backend, base: RedisClient, steps: Step[]): 
           else clock.set(step.input.to)
           continue
         case 'sweep':
-          sweep = step.input.via === 'service'
-            ? await service.expire(tag)
-            : await sweepExpiredHolds(backend.sweepClient(redis, projectId), service)
+          sweep = step.input.via === 'service' ? await service.expire(tag) : await sweepExpiredHolds(backend.sweepClient(redis, projectId), service)
           break
         case 'peek':
           await checkPeek(redis, keys, clock(), step.input, step.expect, label)
@@ -639,9 +904,11 @@ async function runScenario(backend: Backend, base: RedisClient, steps: Step[]): 
         if (result) expect(result.ok, `${label}: ${JSON.stringify(result)}`).toBe(true)
         continue
       }
-      const notified = events.slice(before)
+      const notified = events
+        .slice(before)
         .filter((ev) => ev.projectId === projectId && ev.key === key)
-        .flatMap((ev) => ev.crossed.map((c) => c.limitId)).sort()
+        .flatMap((ev) => ev.crossed.map((c) => c.limitId))
+        .sort()
       if (e.notified !== undefined) expect(notified, `${label}: notified`).toEqual([...e.notified].sort())
 
       if (sweep) {
@@ -683,7 +950,10 @@ function checkResult(result: Result<Record<string, any>>, e: Expect, label: stri
     if (e.kind !== undefined) expect(result.kind, `${label}: kind`).toBe(e.kind)
     if (e.issues !== undefined) {
       const issues = (result.details?.issues ?? []) as { path: string }[]
-      expect(issues.map((i) => i.path), `${label}: issues`).toEqual(e.issues)
+      expect(
+        issues.map((i) => i.path),
+        `${label}: issues`,
+      ).toEqual(e.issues)
     }
     if (result.reason === 'budget_exceeded') {
       expect(result.details?.kind, `${label}: details.kind`).toBe('budget_exceeded')
@@ -702,7 +972,11 @@ function checkResult(result: Result<Record<string, any>>, e: Expect, label: stri
   const limits = balance.limits as { id: string; held: string }[]
   // held is the same on every limit: every hold counts against every limit
   for (const l of limits) expect(l.held, `${label}: ${l.id}.held`).toBe(balance.held)
-  if (e.limitIds !== undefined) expect(limits.map((l) => l.id), `${label}: limit ids`).toEqual(e.limitIds)
+  if (e.limitIds !== undefined)
+    expect(
+      limits.map((l) => l.id),
+      `${label}: limit ids`,
+    ).toEqual(e.limitIds)
   for (const [id, want] of Object.entries(e.limits ?? {})) {
     const got = limits.find((l) => l.id === id)
     expect(got, `${label}: limit ${id}`).toBeDefined()
@@ -710,7 +984,14 @@ function checkResult(result: Result<Record<string, any>>, e: Expect, label: stri
   }
 }
 
-async function checkPeek(redis: RedisClient, keys: ReturnType<typeof budgetKeys>, nowMs: number, input: { holdId?: string; idem?: string }, e: PeekExpect, label: string): Promise<void> {
+async function checkPeek(
+  redis: RedisClient,
+  keys: ReturnType<typeof budgetKeys>,
+  nowMs: number,
+  input: { holdId?: string; idem?: string },
+  e: PeekExpect,
+  label: string,
+): Promise<void> {
   if (input.holdId !== undefined) {
     const number = input.holdId.slice(2)
     if (e.open !== undefined) expect((await redis.zscore(keys.open, number)) !== null, `${label}: in the open index`).toBe(e.open)
@@ -733,14 +1014,20 @@ describe.each([
   ['cluster', cluster(testCluster)],
 ] as const)('budget hold lifecycle on %s Redis', (name, backend) => {
   let redis: RedisClient
-  beforeAll(async () => { redis = await backend.connect() })
-  afterAll(async () => { await redis.quit() })
+  beforeAll(async () => {
+    redis = await backend.connect()
+  })
+  afterAll(async () => {
+    await redis.quit()
+  })
 
   for (const [title, steps] of Object.entries(SCENARIOS)) {
-    it(title, async () => { await runScenario(backend, redis, steps) })
+    it(title, async () => {
+      await runScenario(backend, redis, steps)
+    })
   }
 
-  it.runIf(name === 'cluster')("keeps every key of a budget in one hash slot, on one master", async () => {
+  it.runIf(name === 'cluster')('keeps every key of a budget in one hash slot, on one master', async () => {
     const clusterClient = redis as Cluster
     const clock = manualClock(T0)
     const service = new BudgetService(clusterClient, clock)
@@ -769,8 +1056,9 @@ describe.each([
     expect(local[owners[0]!]).toEqual(expect.arrayContaining(all))
 
     // and other budgets do spread over the cluster (the test is not vacuous)
-    const otherSlots = new Set(await Promise.all(Array.from({ length: 20 }, (_, i) =>
-      clusterClient.cluster('KEYSLOT', budgetKeys(budgetTag(projectId, `b${i}`)).budget))))
+    const otherSlots = new Set(
+      await Promise.all(Array.from({ length: 20 }, (_, i) => clusterClient.cluster('KEYSLOT', budgetKeys(budgetTag(projectId, `b${i}`)).budget))),
+    )
     expect(otherSlots.size).toBeGreaterThan(1)
   })
 })

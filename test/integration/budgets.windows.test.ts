@@ -22,7 +22,9 @@ const limit = (id: string, window: Window, anchor?: number): LimitIn =>
   anchor === undefined ? { id, window, enforce: 'soft', amount: BIG } : { id, window, enforce: 'soft', amount: BIG, anchor }
 
 const redis = testRedis()
-afterAll(async () => { await redis.quit() })
+afterAll(async () => {
+  await redis.quit()
+})
 
 /** A fresh budget (random project) on the shared standalone server, with its own clock. */
 async function budget(limits: LimitIn[], startMs: number) {
@@ -80,45 +82,210 @@ const A = Date.UTC(2025, 0, 10, 7, 13) // an odd anchor: Friday 2025-01-10 07:13
 
 const CASES: BoundaryCase[] = [
   // calendar periods (UTC)
-  { name: 'hour', window: 'hour', start: Date.UTC(2025, 2, 12, 10), end: Date.UTC(2025, 2, 12, 11), next: Date.UTC(2025, 2, 12, 12), inside: [Date.UTC(2025, 2, 12, 10, 59, 59)] },
+  {
+    name: 'hour',
+    window: 'hour',
+    start: Date.UTC(2025, 2, 12, 10),
+    end: Date.UTC(2025, 2, 12, 11),
+    next: Date.UTC(2025, 2, 12, 12),
+    inside: [Date.UTC(2025, 2, 12, 10, 59, 59)],
+  },
   { name: 'hour across midnight', window: 'hour', start: Date.UTC(2025, 2, 12, 23), end: Date.UTC(2025, 2, 13, 0), next: Date.UTC(2025, 2, 13, 1) },
   { name: 'day', window: 'day', start: Date.UTC(2025, 2, 12), end: Date.UTC(2025, 2, 13), next: Date.UTC(2025, 2, 14), inside: [Date.UTC(2025, 2, 12, 12)] },
   { name: 'day across the year end', window: 'day', start: Date.UTC(2025, 11, 31), end: Date.UTC(2026, 0, 1), next: Date.UTC(2026, 0, 2) },
   { name: 'day Feb 28 -> Feb 29 (2024)', window: 'day', start: Date.UTC(2024, 1, 28), end: Date.UTC(2024, 1, 29), next: Date.UTC(2024, 2, 1) },
-  { name: 'week: ISO, Sunday 23:59:59.999 vs Monday 00:00', window: 'week', start: Date.UTC(2025, 2, 10), end: Date.UTC(2025, 2, 17), next: Date.UTC(2025, 2, 24), weekday: 1,
-    inside: [Date.UTC(2025, 2, 13, 12), Date.UTC(2025, 2, 16), Date.UTC(2025, 2, 16, 23, 59, 59)] },
-  { name: 'week across the year end (Mon 2024-12-30)', window: 'week', start: Date.UTC(2024, 11, 30), end: Date.UTC(2025, 0, 6), next: Date.UTC(2025, 0, 13), weekday: 1,
-    inside: [Date.UTC(2025, 0, 1), Date.UTC(2025, 0, 5, 23)] },
-  { name: 'month Jan 31 -> Feb 1', window: 'month', start: Date.UTC(2025, 0, 1), end: Date.UTC(2025, 1, 1), next: Date.UTC(2025, 2, 1), inside: [Date.UTC(2025, 0, 31), Date.UTC(2025, 0, 31, 12)] },
-  { name: 'month Feb 2024 (leap): Feb 28 -> Feb 29 same period -> Mar 1', window: 'month', start: Date.UTC(2024, 1, 1), end: Date.UTC(2024, 2, 1), next: Date.UTC(2024, 3, 1),
-    inside: [Date.UTC(2024, 1, 28, 23, 59, 59, 999), Date.UTC(2024, 1, 29), Date.UTC(2024, 1, 29, 12)] },
-  { name: 'month Feb 2025 (not leap): Feb 28 -> Mar 1', window: 'month', start: Date.UTC(2025, 1, 1), end: Date.UTC(2025, 2, 1), next: Date.UTC(2025, 3, 1), inside: [Date.UTC(2025, 1, 28, 12)] },
-  { name: 'month Dec 31 -> Jan 1 (year rollover)', window: 'month', start: Date.UTC(2025, 11, 1), end: Date.UTC(2026, 0, 1), next: Date.UTC(2026, 1, 1), inside: [Date.UTC(2025, 11, 31, 12)] },
-  { name: 'month Feb 2100 (century, not leap)', window: 'month', start: Date.UTC(2100, 1, 1), end: Date.UTC(2100, 2, 1), next: Date.UTC(2100, 3, 1), inside: [Date.UTC(2100, 1, 28, 23)] },
-  { name: 'month Feb 2000 (400-year leap)', window: 'month', start: Date.UTC(2000, 1, 1), end: Date.UTC(2000, 2, 1), next: Date.UTC(2000, 3, 1), inside: [Date.UTC(2000, 1, 29, 12)] },
+  {
+    name: 'week: ISO, Sunday 23:59:59.999 vs Monday 00:00',
+    window: 'week',
+    start: Date.UTC(2025, 2, 10),
+    end: Date.UTC(2025, 2, 17),
+    next: Date.UTC(2025, 2, 24),
+    weekday: 1,
+    inside: [Date.UTC(2025, 2, 13, 12), Date.UTC(2025, 2, 16), Date.UTC(2025, 2, 16, 23, 59, 59)],
+  },
+  {
+    name: 'week across the year end (Mon 2024-12-30)',
+    window: 'week',
+    start: Date.UTC(2024, 11, 30),
+    end: Date.UTC(2025, 0, 6),
+    next: Date.UTC(2025, 0, 13),
+    weekday: 1,
+    inside: [Date.UTC(2025, 0, 1), Date.UTC(2025, 0, 5, 23)],
+  },
+  {
+    name: 'month Jan 31 -> Feb 1',
+    window: 'month',
+    start: Date.UTC(2025, 0, 1),
+    end: Date.UTC(2025, 1, 1),
+    next: Date.UTC(2025, 2, 1),
+    inside: [Date.UTC(2025, 0, 31), Date.UTC(2025, 0, 31, 12)],
+  },
+  {
+    name: 'month Feb 2024 (leap): Feb 28 -> Feb 29 same period -> Mar 1',
+    window: 'month',
+    start: Date.UTC(2024, 1, 1),
+    end: Date.UTC(2024, 2, 1),
+    next: Date.UTC(2024, 3, 1),
+    inside: [Date.UTC(2024, 1, 28, 23, 59, 59, 999), Date.UTC(2024, 1, 29), Date.UTC(2024, 1, 29, 12)],
+  },
+  {
+    name: 'month Feb 2025 (not leap): Feb 28 -> Mar 1',
+    window: 'month',
+    start: Date.UTC(2025, 1, 1),
+    end: Date.UTC(2025, 2, 1),
+    next: Date.UTC(2025, 3, 1),
+    inside: [Date.UTC(2025, 1, 28, 12)],
+  },
+  {
+    name: 'month Dec 31 -> Jan 1 (year rollover)',
+    window: 'month',
+    start: Date.UTC(2025, 11, 1),
+    end: Date.UTC(2026, 0, 1),
+    next: Date.UTC(2026, 1, 1),
+    inside: [Date.UTC(2025, 11, 31, 12)],
+  },
+  {
+    name: 'month Feb 2100 (century, not leap)',
+    window: 'month',
+    start: Date.UTC(2100, 1, 1),
+    end: Date.UTC(2100, 2, 1),
+    next: Date.UTC(2100, 3, 1),
+    inside: [Date.UTC(2100, 1, 28, 23)],
+  },
+  {
+    name: 'month Feb 2000 (400-year leap)',
+    window: 'month',
+    start: Date.UTC(2000, 1, 1),
+    end: Date.UTC(2000, 2, 1),
+    next: Date.UTC(2000, 3, 1),
+    inside: [Date.UTC(2000, 1, 29, 12)],
+  },
 
   // anchored periods: [anchor + k·length)
-  { name: 'hour anchored at 2025-01-10T07:13Z', window: 'hour', anchor: A, start: Date.UTC(2025, 2, 12, 9, 13), end: Date.UTC(2025, 2, 12, 10, 13), next: Date.UTC(2025, 2, 12, 11, 13), inside: [Date.UTC(2025, 2, 12, 10)] },
-  { name: 'day anchored at 2025-01-10T07:13Z', window: 'day', anchor: A, start: Date.UTC(2025, 2, 12, 7, 13), end: Date.UTC(2025, 2, 13, 7, 13), next: Date.UTC(2025, 2, 14, 7, 13), inside: [Date.UTC(2025, 2, 13)] },
-  { name: 'week anchored at 2025-01-10T07:13Z (Fridays)', window: 'week', anchor: A, start: Date.UTC(2025, 2, 7, 7, 13), end: Date.UTC(2025, 2, 14, 7, 13), next: Date.UTC(2025, 2, 21, 7, 13), weekday: 5,
-    inside: [Date.UTC(2025, 2, 10)] },
-  { name: 'month anchored on Jan 31 10:00 (2025): Jan 31 -> Feb 28', window: 'month', anchor: Date.UTC(2025, 0, 31, 10), start: Date.UTC(2025, 0, 31, 10), end: Date.UTC(2025, 1, 28, 10), next: Date.UTC(2025, 2, 31, 10),
-    inside: [Date.UTC(2025, 1, 1), Date.UTC(2025, 1, 28, 9)] },
-  { name: 'month anchored on the 31st (2025): Feb 28 10:00 -> Mar 31 10:00', window: 'month', anchor: Date.UTC(2025, 0, 31, 10), start: Date.UTC(2025, 1, 28, 10), end: Date.UTC(2025, 2, 31, 10), next: Date.UTC(2025, 3, 30, 10),
-    inside: [Date.UTC(2025, 2, 1), Date.UTC(2025, 2, 30, 10), Date.UTC(2025, 2, 31, 9, 59)] },
-  { name: 'month anchored on the 31st (2025): Mar 31 10:00 -> Apr 30 10:00 -> May 31 10:00', window: 'month', anchor: Date.UTC(2025, 0, 31, 10), start: Date.UTC(2025, 2, 31, 10), end: Date.UTC(2025, 3, 30, 10), next: Date.UTC(2025, 4, 31, 10),
-    inside: [Date.UTC(2025, 3, 1)] },
-  { name: 'month anchored on the 31st (2024, leap): Jan 31 -> Feb 29 10:00', window: 'month', anchor: Date.UTC(2024, 0, 31, 10), start: Date.UTC(2024, 0, 31, 10), end: Date.UTC(2024, 1, 29, 10), next: Date.UTC(2024, 2, 31, 10),
-    inside: [Date.UTC(2024, 1, 28, 10), Date.UTC(2024, 1, 29, 9, 59)] },
-  { name: 'month anchored on the 31st (2024, leap): Feb 29 10:00 -> Mar 31 10:00', window: 'month', anchor: Date.UTC(2024, 0, 31, 10), start: Date.UTC(2024, 1, 29, 10), end: Date.UTC(2024, 2, 31, 10), next: Date.UTC(2024, 3, 30, 10) },
-  { name: 'month anchored on the 30th: Feb 28 -> Mar 30', window: 'month', anchor: Date.UTC(2025, 0, 30, 10), start: Date.UTC(2025, 1, 28, 10), end: Date.UTC(2025, 2, 30, 10), next: Date.UTC(2025, 3, 30, 10) },
-  { name: 'month anchored on Dec 31 23:00: year rollover', window: 'month', anchor: Date.UTC(2024, 11, 31, 23), start: Date.UTC(2025, 11, 31, 23), end: Date.UTC(2026, 0, 31, 23), next: Date.UTC(2026, 1, 28, 23), inside: [Date.UTC(2026, 0, 1)] },
+  {
+    name: 'hour anchored at 2025-01-10T07:13Z',
+    window: 'hour',
+    anchor: A,
+    start: Date.UTC(2025, 2, 12, 9, 13),
+    end: Date.UTC(2025, 2, 12, 10, 13),
+    next: Date.UTC(2025, 2, 12, 11, 13),
+    inside: [Date.UTC(2025, 2, 12, 10)],
+  },
+  {
+    name: 'day anchored at 2025-01-10T07:13Z',
+    window: 'day',
+    anchor: A,
+    start: Date.UTC(2025, 2, 12, 7, 13),
+    end: Date.UTC(2025, 2, 13, 7, 13),
+    next: Date.UTC(2025, 2, 14, 7, 13),
+    inside: [Date.UTC(2025, 2, 13)],
+  },
+  {
+    name: 'week anchored at 2025-01-10T07:13Z (Fridays)',
+    window: 'week',
+    anchor: A,
+    start: Date.UTC(2025, 2, 7, 7, 13),
+    end: Date.UTC(2025, 2, 14, 7, 13),
+    next: Date.UTC(2025, 2, 21, 7, 13),
+    weekday: 5,
+    inside: [Date.UTC(2025, 2, 10)],
+  },
+  {
+    name: 'month anchored on Jan 31 10:00 (2025): Jan 31 -> Feb 28',
+    window: 'month',
+    anchor: Date.UTC(2025, 0, 31, 10),
+    start: Date.UTC(2025, 0, 31, 10),
+    end: Date.UTC(2025, 1, 28, 10),
+    next: Date.UTC(2025, 2, 31, 10),
+    inside: [Date.UTC(2025, 1, 1), Date.UTC(2025, 1, 28, 9)],
+  },
+  {
+    name: 'month anchored on the 31st (2025): Feb 28 10:00 -> Mar 31 10:00',
+    window: 'month',
+    anchor: Date.UTC(2025, 0, 31, 10),
+    start: Date.UTC(2025, 1, 28, 10),
+    end: Date.UTC(2025, 2, 31, 10),
+    next: Date.UTC(2025, 3, 30, 10),
+    inside: [Date.UTC(2025, 2, 1), Date.UTC(2025, 2, 30, 10), Date.UTC(2025, 2, 31, 9, 59)],
+  },
+  {
+    name: 'month anchored on the 31st (2025): Mar 31 10:00 -> Apr 30 10:00 -> May 31 10:00',
+    window: 'month',
+    anchor: Date.UTC(2025, 0, 31, 10),
+    start: Date.UTC(2025, 2, 31, 10),
+    end: Date.UTC(2025, 3, 30, 10),
+    next: Date.UTC(2025, 4, 31, 10),
+    inside: [Date.UTC(2025, 3, 1)],
+  },
+  {
+    name: 'month anchored on the 31st (2024, leap): Jan 31 -> Feb 29 10:00',
+    window: 'month',
+    anchor: Date.UTC(2024, 0, 31, 10),
+    start: Date.UTC(2024, 0, 31, 10),
+    end: Date.UTC(2024, 1, 29, 10),
+    next: Date.UTC(2024, 2, 31, 10),
+    inside: [Date.UTC(2024, 1, 28, 10), Date.UTC(2024, 1, 29, 9, 59)],
+  },
+  {
+    name: 'month anchored on the 31st (2024, leap): Feb 29 10:00 -> Mar 31 10:00',
+    window: 'month',
+    anchor: Date.UTC(2024, 0, 31, 10),
+    start: Date.UTC(2024, 1, 29, 10),
+    end: Date.UTC(2024, 2, 31, 10),
+    next: Date.UTC(2024, 3, 30, 10),
+  },
+  {
+    name: 'month anchored on the 30th: Feb 28 -> Mar 30',
+    window: 'month',
+    anchor: Date.UTC(2025, 0, 30, 10),
+    start: Date.UTC(2025, 1, 28, 10),
+    end: Date.UTC(2025, 2, 30, 10),
+    next: Date.UTC(2025, 3, 30, 10),
+  },
+  {
+    name: 'month anchored on Dec 31 23:00: year rollover',
+    window: 'month',
+    anchor: Date.UTC(2024, 11, 31, 23),
+    start: Date.UTC(2025, 11, 31, 23),
+    end: Date.UTC(2026, 0, 31, 23),
+    next: Date.UTC(2026, 1, 28, 23),
+    inside: [Date.UTC(2026, 0, 1)],
+  },
 
   // anchors in the future relative to now
-  { name: 'hour anchored in the future (2031-06-06T05:13Z)', window: 'hour', anchor: Date.UTC(2031, 5, 6, 5, 13), start: Date.UTC(2025, 2, 12, 9, 13), end: Date.UTC(2025, 2, 12, 10, 13), next: Date.UTC(2025, 2, 12, 11, 13) },
-  { name: 'day anchored in the future (2026-01-01T07:13Z)', window: 'day', anchor: Date.UTC(2026, 0, 1, 7, 13), start: Date.UTC(2025, 2, 12, 7, 13), end: Date.UTC(2025, 2, 13, 7, 13), next: Date.UTC(2025, 2, 14, 7, 13) },
-  { name: 'week anchored in the future (Friday 2030-01-04T07:13Z)', window: 'week', anchor: Date.UTC(2030, 0, 4, 7, 13), start: Date.UTC(2025, 2, 7, 7, 13), end: Date.UTC(2025, 2, 14, 7, 13), next: Date.UTC(2025, 2, 21, 7, 13), weekday: 5 },
-  { name: 'month anchored in the future (2030-05-31T10:00Z)', window: 'month', anchor: Date.UTC(2030, 4, 31, 10), start: Date.UTC(2025, 1, 28, 10), end: Date.UTC(2025, 2, 31, 10), next: Date.UTC(2025, 3, 30, 10) },
+  {
+    name: 'hour anchored in the future (2031-06-06T05:13Z)',
+    window: 'hour',
+    anchor: Date.UTC(2031, 5, 6, 5, 13),
+    start: Date.UTC(2025, 2, 12, 9, 13),
+    end: Date.UTC(2025, 2, 12, 10, 13),
+    next: Date.UTC(2025, 2, 12, 11, 13),
+  },
+  {
+    name: 'day anchored in the future (2026-01-01T07:13Z)',
+    window: 'day',
+    anchor: Date.UTC(2026, 0, 1, 7, 13),
+    start: Date.UTC(2025, 2, 12, 7, 13),
+    end: Date.UTC(2025, 2, 13, 7, 13),
+    next: Date.UTC(2025, 2, 14, 7, 13),
+  },
+  {
+    name: 'week anchored in the future (Friday 2030-01-04T07:13Z)',
+    window: 'week',
+    anchor: Date.UTC(2030, 0, 4, 7, 13),
+    start: Date.UTC(2025, 2, 7, 7, 13),
+    end: Date.UTC(2025, 2, 14, 7, 13),
+    next: Date.UTC(2025, 2, 21, 7, 13),
+    weekday: 5,
+  },
+  {
+    name: 'month anchored in the future (2030-05-31T10:00Z)',
+    window: 'month',
+    anchor: Date.UTC(2030, 4, 31, 10),
+    start: Date.UTC(2025, 1, 28, 10),
+    end: Date.UTC(2025, 2, 31, 10),
+    next: Date.UTC(2025, 3, 30, 10),
+  },
 ]
 
 describe('window boundaries: consumed resets exactly at the boundary, resetsAt is the period end', () => {
@@ -208,7 +375,12 @@ describe('an upsert that moves a limit anchor', () => {
 
   it.each([
     // the new current period starts before the old one did (Mar 11 11:00 < Mar 12 00:00)
-    { name: 'day: calendar -> anchored at 11:00 (new period began earlier)', window: 'day' as const, anchor: Date.UTC(2025, 0, 10, 11), resetsAt: Date.UTC(2025, 2, 12, 11) },
+    {
+      name: 'day: calendar -> anchored at 11:00 (new period began earlier)',
+      window: 'day' as const,
+      anchor: Date.UTC(2025, 0, 10, 11),
+      resetsAt: Date.UTC(2025, 2, 12, 11),
+    },
     // ...and after it (Mar 12 07:13 > Mar 12 00:00)
     { name: 'day: calendar -> anchored at 07:13 (new period began later)', window: 'day' as const, anchor: A, resetsAt: Date.UTC(2025, 2, 13, 7, 13) },
     { name: 'month: calendar -> anchored on the 20th', window: 'month' as const, anchor: Date.UTC(2025, 0, 20), resetsAt: Date.UTC(2025, 2, 20) },
@@ -368,7 +540,10 @@ describe(`windows against a JS reference (seed ${SEED})`, () => {
       }
       if (t < 0) continue
       projectBudget.clock.set(t)
-      const got = await projectBudget.upsert(CALENDAR.map((w) => limit(w, w, anchor)), `a${i}`)
+      const got = await projectBudget.upsert(
+        CALENDAR.map((w) => limit(w, w, anchor)),
+        `a${i}`,
+      )
       for (const w of CALENDAR) {
         const want = refPeriod(w, t, anchor).end
         if (got[w]!.resetsAt !== want) mismatches.push(`${w} anchor ${iso(anchor)} at ${iso(t)}: ${iso(got[w]!.resetsAt)}, want ${iso(want)}`)

@@ -20,17 +20,35 @@ const EXAMPLE = JSON.parse(readFileSync(new URL('../../examples/ai-api-catalog.j
 const JAN_1 = Date.UTC(2025, 0, 1)
 
 let gw: TestGateway
-beforeAll(async () => { gw = await startTestGateway() })
-afterAll(async () => { await gw?.close() })
+beforeAll(async () => {
+  gw = await startTestGateway()
+})
+afterAll(async () => {
+  await gw?.close()
+})
 
 /** A published Pro v1: flat seats, and tokens on graduated tiers with a limit. */
 const proV1 = (over: Record<string, unknown> = {}) => ({
-  plan: 'pro', version: 1, status: 'published', title: 'Pro', currency: 'USD', billingConfig: { billingInterval: 'month' },
+  plan: 'pro',
+  version: 1,
+  status: 'published',
+  title: 'Pro',
+  currency: 'USD',
+  billingConfig: { billingInterval: 'month' },
   features: [
     { featureSlug: 'seats', featureType: 'flat', config: { price: '20' } },
     {
-      featureSlug: 'tokens', featureType: 'usage', limit: 100_000,
-      config: { usageMode: 'tier', tierMode: 'graduated', tiers: [{ firstUnit: 1, lastUnit: 1000, unitPrice: '0' }, { firstUnit: 1001, lastUnit: null, unitPrice: '0.002' }] },
+      featureSlug: 'tokens',
+      featureType: 'usage',
+      limit: 100_000,
+      config: {
+        usageMode: 'tier',
+        tierMode: 'graduated',
+        tiers: [
+          { firstUnit: 1, lastUnit: 1000, unitPrice: '0' },
+          { firstUnit: 1001, lastUnit: null, unitPrice: '0.002' },
+        ],
+      },
     },
   ],
   ...over,
@@ -39,7 +57,12 @@ const proV1 = (over: Record<string, unknown> = {}) => ({
 /** A small document of every kind. */
 const base = (): Record<string, any> => ({
   features: [
-    { slug: 'tokens', title: 'Tokens', unitOfMeasure: 'tokens', meterConfig: { eventSlug: 'llm.completion', aggregationMethod: 'sum', aggregationField: 'total_tokens' } },
+    {
+      slug: 'tokens',
+      title: 'Tokens',
+      unitOfMeasure: 'tokens',
+      meterConfig: { eventSlug: 'llm.completion', aggregationMethod: 'sum', aggregationField: 'total_tokens' },
+    },
     { slug: 'seats', title: 'Seats', unitOfMeasure: 'seats' },
   ],
   plans: [{ slug: 'pro', title: 'Pro' }],
@@ -92,38 +115,216 @@ function expectProblems(res: { status: number; body: any; headers: Headers }, ki
 
 describe('invalid_config: a schema or rule is broken', () => {
   test.each<[string, (d: Record<string, any>) => void, string[]]>([
-    ['a slug with upper case and a space', (d) => { d.features[0].slug = 'Bad Slug' }, ['$.features[0].slug']],
-    ['a required field missing deep down', (d) => { delete d.planVersions[0].currency }, ['$.planVersions[0].currency']],
-    ['an unknown property inside a plan feature config', (d) => { d.planVersions[0].features[0].config.zz = 1 }, ['$.planVersions[0].features[0].config.zz']],
-    ['a customer id of 37 characters', (d) => { d.customers[0].id = 'c'.repeat(37) }, ['$.customers[0].id']],
-    ['a timestamp that is not epoch ms', (d) => { d.subscriptions[0].phases[0].startAt = '2025-01-01' }, ['$.subscriptions[0].phases[0].startAt']],
-    ['a price with 9 fractional digits', (d) => { d.planVersions[0].features[0].config.price = '0.000000001' }, ['$.planVersions[0].features[0].config.price']],
-    ['a flat feature without a price', (d) => { delete d.planVersions[0].features[0].config.price }, ['$.planVersions[0].features[0].config.price']],
-    ['a flat feature with tiers', (d) => { d.planVersions[0].features[0].config.tierMode = 'volume' }, ['$.planVersions[0].features[0].config.tierMode']],
-    ['usage priced by tier without a tierMode', (d) => { delete d.planVersions[0].features[1].config.tierMode }, ['$.planVersions[0].features[1].config.tierMode']],
-    ['tiers with a gap', (d) => { d.planVersions[0].features[1].config.tiers[1].firstUnit = 1002 }, ['$.planVersions[0].features[1].config.tiers[1].firstUnit']],
-    ['a first tier not starting at 1', (d) => { d.planVersions[0].features[1].config.tiers[0].firstUnit = 2 }, ['$.planVersions[0].features[1].config.tiers[0].firstUnit']],
-    ['an open-ended tier before the last', (d) => { d.planVersions[0].features[1].config.tiers[0].lastUnit = null }, ['$.planVersions[0].features[1].config.tiers[0].lastUnit']],
-    ['a price too large to be exact', (d) => { d.planVersions[0].features[0].config.price = '999999999999999.99' }, ['$.planVersions[0].features[0].config.price']],
-    ['a weekly anchor of 8', (d) => { d.planVersions[0].billingConfig = { billingInterval: 'week', billingAnchor: 8 } }, ['$.planVersions[0].billingConfig.billingAnchor']],
-    ['a onetime interval on a recurring plan type', (d) => { d.planVersions[0].billingConfig = { billingInterval: 'onetime', planType: 'recurring' } }, ['$.planVersions[0].billingConfig.planType']],
-    ['a sum meter without its field', (d) => { delete d.features[0].meterConfig.aggregationField }, ['$.features[0].meterConfig.aggregationField']],
-    ['two default plans', (d) => { d.plans = [{ slug: 'pro', title: 'Pro', defaultPlan: true }, { slug: 'free', title: 'Free', defaultPlan: true }] }, ['$.plans[0].defaultPlan', '$.plans[1].defaultPlan']],
+    [
+      'a slug with upper case and a space',
+      (d) => {
+        d.features[0].slug = 'Bad Slug'
+      },
+      ['$.features[0].slug'],
+    ],
+    [
+      'a required field missing deep down',
+      (d) => {
+        delete d.planVersions[0].currency
+      },
+      ['$.planVersions[0].currency'],
+    ],
+    [
+      'an unknown property inside a plan feature config',
+      (d) => {
+        d.planVersions[0].features[0].config.zz = 1
+      },
+      ['$.planVersions[0].features[0].config.zz'],
+    ],
+    [
+      'a customer id of 37 characters',
+      (d) => {
+        d.customers[0].id = 'c'.repeat(37)
+      },
+      ['$.customers[0].id'],
+    ],
+    [
+      'a timestamp that is not epoch ms',
+      (d) => {
+        d.subscriptions[0].phases[0].startAt = '2025-01-01'
+      },
+      ['$.subscriptions[0].phases[0].startAt'],
+    ],
+    [
+      'a price with 9 fractional digits',
+      (d) => {
+        d.planVersions[0].features[0].config.price = '0.000000001'
+      },
+      ['$.planVersions[0].features[0].config.price'],
+    ],
+    [
+      'a flat feature without a price',
+      (d) => {
+        delete d.planVersions[0].features[0].config.price
+      },
+      ['$.planVersions[0].features[0].config.price'],
+    ],
+    [
+      'a flat feature with tiers',
+      (d) => {
+        d.planVersions[0].features[0].config.tierMode = 'volume'
+      },
+      ['$.planVersions[0].features[0].config.tierMode'],
+    ],
+    [
+      'usage priced by tier without a tierMode',
+      (d) => {
+        delete d.planVersions[0].features[1].config.tierMode
+      },
+      ['$.planVersions[0].features[1].config.tierMode'],
+    ],
+    [
+      'tiers with a gap',
+      (d) => {
+        d.planVersions[0].features[1].config.tiers[1].firstUnit = 1002
+      },
+      ['$.planVersions[0].features[1].config.tiers[1].firstUnit'],
+    ],
+    [
+      'a first tier not starting at 1',
+      (d) => {
+        d.planVersions[0].features[1].config.tiers[0].firstUnit = 2
+      },
+      ['$.planVersions[0].features[1].config.tiers[0].firstUnit'],
+    ],
+    [
+      'an open-ended tier before the last',
+      (d) => {
+        d.planVersions[0].features[1].config.tiers[0].lastUnit = null
+      },
+      ['$.planVersions[0].features[1].config.tiers[0].lastUnit'],
+    ],
+    [
+      'a price too large to be exact',
+      (d) => {
+        d.planVersions[0].features[0].config.price = '999999999999999.99'
+      },
+      ['$.planVersions[0].features[0].config.price'],
+    ],
+    [
+      'a weekly anchor of 8',
+      (d) => {
+        d.planVersions[0].billingConfig = { billingInterval: 'week', billingAnchor: 8 }
+      },
+      ['$.planVersions[0].billingConfig.billingAnchor'],
+    ],
+    [
+      'a onetime interval on a recurring plan type',
+      (d) => {
+        d.planVersions[0].billingConfig = { billingInterval: 'onetime', planType: 'recurring' }
+      },
+      ['$.planVersions[0].billingConfig.planType'],
+    ],
+    [
+      'a sum meter without its field',
+      (d) => {
+        delete d.features[0].meterConfig.aggregationField
+      },
+      ['$.features[0].meterConfig.aggregationField'],
+    ],
+    [
+      'two default plans',
+      (d) => {
+        d.plans = [
+          { slug: 'pro', title: 'Pro', defaultPlan: true },
+          { slug: 'free', title: 'Free', defaultPlan: true },
+        ]
+      },
+      ['$.plans[0].defaultPlan', '$.plans[1].defaultPlan'],
+    ],
     // The grant of the customer's tokens falls in no phase either, so it is not resolved.
-    ['a phase ending before it starts', (d) => { d.subscriptions[0].phases[0].endAt = JAN_1 - 1 }, ['$.subscriptions[0].phases[0].endAt', '$.grants[0].featureSlug']],
-    ['an open-ended phase before another', (d) => { d.subscriptions[0].phases.push({ plan: 'pro', version: 1, startAt: JAN_1 + 1000 }) }, ['$.subscriptions[0].phases[0].endAt']],
-    ['phases out of order', (d) => { d.subscriptions[0].phases = [{ plan: 'pro', version: 1, startAt: JAN_1, endAt: JAN_1 + 1000 }, { plan: 'pro', version: 1, startAt: JAN_1 + 500 }] },
-      ['$.subscriptions[0].phases[1].startAt']],
-    ['an unknown time zone', (d) => { d.subscriptions[0].timezone = 'Mars/Olympus' }, ['$.subscriptions[0].timezone']],
-    ['a subscription to a draft', (d) => { d.planVersions[0].status = 'draft' }, ['$.subscriptions[0].phases[0].version']],
-    ['two subscriptions of one customer at once', (d) => { d.subscriptions.push({ id: 's2', customerId: 'c1', phases: [{ plan: 'pro', version: 1, startAt: JAN_1 + 86_400_000 }] }) },
-      ['$.subscriptions[0].phases', '$.subscriptions[1].phases']],
-    ['a grant expiring before it starts', (d) => { d.grants[0].expiresAt = JAN_1 }, ['$.grants[0].expiresAt']],
-    ['a grant of type subscription', (d) => { d.grants[0].type = 'subscription' }, ['$.grants[0].type']],
-    ['a grant naming a plan without a version', (d) => { d.grants[0].plan = 'pro' }, ['$.grants[0].version']],
-    ['a budget whose default ttl exceeds its max', (d) => { d.budgets[0].holds = { defaultTtlMs: 10_000, maxTtlMs: 5000 } }, ['$.budgets[0].holds.defaultTtlMs']],
-    ['a budget anchoring a never window', (d) => { d.budgets[0].limits[0] = { id: 'all', window: 'never', enforce: 'hard', amount: '1', anchor: 0 } }, ['$.budgets[0].limits[0].anchor']],
-    ['a budget amount with 9 fractional digits', (d) => { d.budgets[0].limits[0].amount = '1.000000001' }, ['$.budgets[0].limits[0].amount']],
+    [
+      'a phase ending before it starts',
+      (d) => {
+        d.subscriptions[0].phases[0].endAt = JAN_1 - 1
+      },
+      ['$.subscriptions[0].phases[0].endAt', '$.grants[0].featureSlug'],
+    ],
+    [
+      'an open-ended phase before another',
+      (d) => {
+        d.subscriptions[0].phases.push({ plan: 'pro', version: 1, startAt: JAN_1 + 1000 })
+      },
+      ['$.subscriptions[0].phases[0].endAt'],
+    ],
+    [
+      'phases out of order',
+      (d) => {
+        d.subscriptions[0].phases = [
+          { plan: 'pro', version: 1, startAt: JAN_1, endAt: JAN_1 + 1000 },
+          { plan: 'pro', version: 1, startAt: JAN_1 + 500 },
+        ]
+      },
+      ['$.subscriptions[0].phases[1].startAt'],
+    ],
+    [
+      'an unknown time zone',
+      (d) => {
+        d.subscriptions[0].timezone = 'Mars/Olympus'
+      },
+      ['$.subscriptions[0].timezone'],
+    ],
+    [
+      'a subscription to a draft',
+      (d) => {
+        d.planVersions[0].status = 'draft'
+      },
+      ['$.subscriptions[0].phases[0].version'],
+    ],
+    [
+      'two subscriptions of one customer at once',
+      (d) => {
+        d.subscriptions.push({ id: 's2', customerId: 'c1', phases: [{ plan: 'pro', version: 1, startAt: JAN_1 + 86_400_000 }] })
+      },
+      ['$.subscriptions[0].phases', '$.subscriptions[1].phases'],
+    ],
+    [
+      'a grant expiring before it starts',
+      (d) => {
+        d.grants[0].expiresAt = JAN_1
+      },
+      ['$.grants[0].expiresAt'],
+    ],
+    [
+      'a grant of type subscription',
+      (d) => {
+        d.grants[0].type = 'subscription'
+      },
+      ['$.grants[0].type'],
+    ],
+    [
+      'a grant naming a plan without a version',
+      (d) => {
+        d.grants[0].plan = 'pro'
+      },
+      ['$.grants[0].version'],
+    ],
+    [
+      'a budget whose default ttl exceeds its max',
+      (d) => {
+        d.budgets[0].holds = { defaultTtlMs: 10_000, maxTtlMs: 5000 }
+      },
+      ['$.budgets[0].holds.defaultTtlMs'],
+    ],
+    [
+      'a budget anchoring a never window',
+      (d) => {
+        d.budgets[0].limits[0] = { id: 'all', window: 'never', enforce: 'hard', amount: '1', anchor: 0 }
+      },
+      ['$.budgets[0].limits[0].anchor'],
+    ],
+    [
+      'a budget amount with 9 fractional digits',
+      (d) => {
+        d.budgets[0].limits[0].amount = '1.000000001'
+      },
+      ['$.budgets[0].limits[0].amount'],
+    ],
   ])('%s', async (_name, change, paths) => {
     const { projectId, apiKey } = await gw.project()
     const doc = base()
@@ -146,23 +347,98 @@ describe('invalid_config: a schema or rule is broken', () => {
     delete doc.features[1].title
     doc.planVersions[0].version = 0
     doc.grants[0].allowanceUnits = -1
-    expectProblems(await apply(apiKey, doc), 'invalid_config', ['$.features[0].slug', '$.features[1].title', '$.planVersions[0].version', '$.grants[0].allowanceUnits'])
+    expectProblems(await apply(apiKey, doc), 'invalid_config', [
+      '$.features[0].slug',
+      '$.features[1].title',
+      '$.planVersions[0].version',
+      '$.grants[0].allowanceUnits',
+    ])
   })
 })
 
 describe('slug_conflict: a name used twice, or a change to a published plan version', () => {
   test.each<[string, (d: Record<string, any>) => void, string[]]>([
-    ['a feature slug twice', (d) => { d.features.push({ ...d.features[0], title: 'Again' }) }, ['$.features[2].slug']],
-    ['a feature code twice', (d) => { d.features[0].code = 7; d.features[1].code = 7 }, ['$.features[1].code']],
-    ['a plan slug twice', (d) => { d.plans.push({ slug: 'pro', title: 'Pro again' }) }, ['$.plans[1].slug']],
-    ['a plan version twice', (d) => { d.planVersions.push(proV1({ title: 'Other' })) }, ['$.planVersions[1].version']],
-    ['a feature twice in one version', (d) => { d.planVersions[0].features.push({ featureSlug: 'seats', featureType: 'flat', config: { price: '1' } }) }, ['$.planVersions[0].features[2].featureSlug']],
-    ['a customer id twice', (d) => { d.customers.push({ id: 'c1' }) }, ['$.customers[1].id']],
-    ['a subscription id twice', (d) => { d.subscriptions.push({ ...d.subscriptions[0] }) }, ['$.subscriptions[1].id']],
-    ['an item twice in one phase', (d) => { d.subscriptions[0].phases[0].items = [{ featureSlug: 'seats', units: 2 }, { featureSlug: 'seats', units: 3 }] }, ['$.subscriptions[0].phases[0].items[1].featureSlug']],
-    ['a grant id twice', (d) => { d.grants.push({ ...d.grants[0] }) }, ['$.grants[1].id']],
-    ['a budget key twice', (d) => { d.budgets.push({ ...d.budgets[0] }) }, ['$.budgets[1].key']],
-    ['a budget limit id twice', (d) => { d.budgets[0].limits.push({ id: 'daily', window: 'week', enforce: 'soft', amount: '1' }) }, ['$.budgets[0].limits[1].id']],
+    [
+      'a feature slug twice',
+      (d) => {
+        d.features.push({ ...d.features[0], title: 'Again' })
+      },
+      ['$.features[2].slug'],
+    ],
+    [
+      'a feature code twice',
+      (d) => {
+        d.features[0].code = 7
+        d.features[1].code = 7
+      },
+      ['$.features[1].code'],
+    ],
+    [
+      'a plan slug twice',
+      (d) => {
+        d.plans.push({ slug: 'pro', title: 'Pro again' })
+      },
+      ['$.plans[1].slug'],
+    ],
+    [
+      'a plan version twice',
+      (d) => {
+        d.planVersions.push(proV1({ title: 'Other' }))
+      },
+      ['$.planVersions[1].version'],
+    ],
+    [
+      'a feature twice in one version',
+      (d) => {
+        d.planVersions[0].features.push({ featureSlug: 'seats', featureType: 'flat', config: { price: '1' } })
+      },
+      ['$.planVersions[0].features[2].featureSlug'],
+    ],
+    [
+      'a customer id twice',
+      (d) => {
+        d.customers.push({ id: 'c1' })
+      },
+      ['$.customers[1].id'],
+    ],
+    [
+      'a subscription id twice',
+      (d) => {
+        d.subscriptions.push({ ...d.subscriptions[0] })
+      },
+      ['$.subscriptions[1].id'],
+    ],
+    [
+      'an item twice in one phase',
+      (d) => {
+        d.subscriptions[0].phases[0].items = [
+          { featureSlug: 'seats', units: 2 },
+          { featureSlug: 'seats', units: 3 },
+        ]
+      },
+      ['$.subscriptions[0].phases[0].items[1].featureSlug'],
+    ],
+    [
+      'a grant id twice',
+      (d) => {
+        d.grants.push({ ...d.grants[0] })
+      },
+      ['$.grants[1].id'],
+    ],
+    [
+      'a budget key twice',
+      (d) => {
+        d.budgets.push({ ...d.budgets[0] })
+      },
+      ['$.budgets[1].key'],
+    ],
+    [
+      'a budget limit id twice',
+      (d) => {
+        d.budgets[0].limits.push({ id: 'daily', window: 'week', enforce: 'soft', amount: '1' })
+      },
+      ['$.budgets[0].limits[1].id'],
+    ],
   ])('%s', async (_name, change, paths) => {
     const { projectId, apiKey } = await gw.project()
     const doc = base()
@@ -174,7 +450,11 @@ describe('slug_conflict: a name used twice, or a change to a published plan vers
 
   test('a subscription or grant cannot move to another customer', async () => {
     const { projectId, apiKey } = await seeded()
-    const doc = { customers: [{ id: 'c2' }], subscriptions: [{ ...base().subscriptions[0], customerId: 'c2' }], grants: [{ ...base().grants[0], customerId: 'c2' }] }
+    const doc = {
+      customers: [{ id: 'c2' }],
+      subscriptions: [{ ...base().subscriptions[0], customerId: 'c2' }],
+      grants: [{ ...base().grants[0], customerId: 'c2' }],
+    }
     const before = await state(projectId, apiKey)
     expectProblems(await apply(apiKey, doc), 'slug_conflict', ['$.subscriptions[0].id', '$.grants[0].id'])
     expect(await state(projectId, apiKey)).toEqual(before)
@@ -190,15 +470,57 @@ describe('unresolved_reference: a reference to something that does not exist', (
   })
 
   test.each<[string, (d: Record<string, any>) => void, string[]]>([
-    ['a plan version of an unknown plan', (d) => { d.plans = [] }, ['$.planVersions[0].plan', '$.subscriptions[0].phases[0].plan', '$.grants[0].featureSlug']],
-    ['a subscription of an unknown customer', (d) => { d.customers = [] }, ['$.subscriptions[0].customerId', '$.grants[0].customerId']],
-    ['a phase on a version that does not exist', (d) => { d.subscriptions[0].phases[0].version = 9 }, ['$.subscriptions[0].phases[0].version', '$.grants[0].featureSlug']],
-    ['an item of a feature not in the version', (d) => { d.features.push({ slug: 'images', title: 'Images', unitOfMeasure: 'images' }); d.subscriptions[0].phases[0].items = [{ featureSlug: 'images' }] },
-      ['$.subscriptions[0].phases[0].items[0].featureSlug']],
-    ['a grant of an unknown feature', (d) => { d.grants[0].featureSlug = 'images' }, ['$.grants[0].featureSlug']],
-    ['a grant of a feature the customer has no subscription to', (d) => { d.features.push({ slug: 'images', title: 'Images', unitOfMeasure: 'images' }); d.grants[0].featureSlug = 'images' },
-      ['$.grants[0].featureSlug']],
-    ['a grant naming a plan version that does not exist', (d) => { Object.assign(d.grants[0], { plan: 'pro', version: 4 }) }, ['$.grants[0].version']],
+    [
+      'a plan version of an unknown plan',
+      (d) => {
+        d.plans = []
+      },
+      ['$.planVersions[0].plan', '$.subscriptions[0].phases[0].plan', '$.grants[0].featureSlug'],
+    ],
+    [
+      'a subscription of an unknown customer',
+      (d) => {
+        d.customers = []
+      },
+      ['$.subscriptions[0].customerId', '$.grants[0].customerId'],
+    ],
+    [
+      'a phase on a version that does not exist',
+      (d) => {
+        d.subscriptions[0].phases[0].version = 9
+      },
+      ['$.subscriptions[0].phases[0].version', '$.grants[0].featureSlug'],
+    ],
+    [
+      'an item of a feature not in the version',
+      (d) => {
+        d.features.push({ slug: 'images', title: 'Images', unitOfMeasure: 'images' })
+        d.subscriptions[0].phases[0].items = [{ featureSlug: 'images' }]
+      },
+      ['$.subscriptions[0].phases[0].items[0].featureSlug'],
+    ],
+    [
+      'a grant of an unknown feature',
+      (d) => {
+        d.grants[0].featureSlug = 'images'
+      },
+      ['$.grants[0].featureSlug'],
+    ],
+    [
+      'a grant of a feature the customer has no subscription to',
+      (d) => {
+        d.features.push({ slug: 'images', title: 'Images', unitOfMeasure: 'images' })
+        d.grants[0].featureSlug = 'images'
+      },
+      ['$.grants[0].featureSlug'],
+    ],
+    [
+      'a grant naming a plan version that does not exist',
+      (d) => {
+        Object.assign(d.grants[0], { plan: 'pro', version: 4 })
+      },
+      ['$.grants[0].version'],
+    ],
   ])('%s', async (_name, change, paths) => {
     const { projectId, apiKey } = await gw.project()
     const doc = base()
@@ -210,7 +532,10 @@ describe('unresolved_reference: a reference to something that does not exist', (
 
   test('references resolve against what is stored, not only the document', async () => {
     const { apiKey } = await seeded()
-    const res = await applied(apiKey, { customers: [{ id: 'c2' }], subscriptions: [{ id: 's2', customerId: 'c2', phases: [{ plan: 'pro', version: 1, startAt: JAN_1 }] }] })
+    const res = await applied(apiKey, {
+      customers: [{ id: 'c2' }],
+      subscriptions: [{ id: 's2', customerId: 'c2', phases: [{ plan: 'pro', version: 1, startAt: JAN_1 }] }],
+    })
     expect(res.summary.customers.created).toEqual(['c2'])
     expect(res.summary.subscriptions.created).toEqual(['s2'])
     expect(res.summary.features).toEqual({ created: [], updated: [], unchanged: [] })
@@ -228,7 +553,11 @@ test('problems of every kind are reported together; details.kind is invalid_conf
   const before = await state(projectId, apiKey)
   const res = await apply(apiKey, doc)
   expectProblems(res, 'invalid_config', [
-    '$.features[2].slug', '$.planVersions[0].features[1].config.tiers[1].firstUnit', '$.subscriptions[0].customerId', '$.grants[0].featureSlug', '$.budgets[1].key',
+    '$.features[2].slug',
+    '$.planVersions[0].features[1].config.tiers[1].firstUnit',
+    '$.subscriptions[0].customerId',
+    '$.grants[0].featureSlug',
+    '$.budgets[1].key',
   ])
   const kinds = Object.fromEntries(res.body.error.details.issues.map((i: { path: string; kind: string }) => [i.path, i.kind]))
   expect(kinds).toEqual({
@@ -287,7 +616,11 @@ describe('atomicity', () => {
     expect(raced, JSON.stringify(result)).toBe(true)
     expect(result).toMatchObject({ ok: false, kind: 'conflict', reason: 'catalog_changed' })
     const catalog = await service.listFeatures(project)
-    expect(catalog.ok && catalog.value.features.map((f) => [f.slug, f.title])).toEqual([['tokens', 'Tokens'], ['seats', 'Seats'], ['images', 'Images']])
+    expect(catalog.ok && catalog.value.features.map((f) => [f.slug, f.title])).toEqual([
+      ['tokens', 'Tokens'],
+      ['seats', 'Seats'],
+      ['images', 'Images'],
+    ])
     expect(await redis.hget(catalogKey(project), 'version')).toBe('2')
     // Applied again, it goes through.
     expect((await service.apply(project, doc, 'loser')).ok).toBe(true)
@@ -295,7 +628,10 @@ describe('atomicity', () => {
 
   test('concurrent applies of different documents over HTTP: each is applied whole or refused with 409', async () => {
     const { apiKey } = await seeded()
-    const docs = Array.from({ length: 6 }, (_, i) => ({ features: [{ slug: 'tokens', title: `Tokens ${i}`, unitOfMeasure: 'tokens', meterConfig: base().features[0].meterConfig }], customers: [{ id: `cc${i}` }] }))
+    const docs = Array.from({ length: 6 }, (_, i) => ({
+      features: [{ slug: 'tokens', title: `Tokens ${i}`, unitOfMeasure: 'tokens', meterConfig: base().features[0].meterConfig }],
+      customers: [{ id: `cc${i}` }],
+    }))
     const results = await Promise.all(docs.map((doc) => apply(apiKey, doc)))
     for (const res of results) expect([200, 409], JSON.stringify(res.body)).toContain(res.status)
     const winners = results.flatMap((res, i) => (res.status === 200 ? [i] : []))
@@ -369,10 +705,18 @@ describe('republishing rules', () => {
     const { projectId, apiKey } = await seeded()
     const before = await state(projectId, apiKey)
     for (const change of [
-      (v: any) => { v.features[0].config.price = '25' },
-      (v: any) => { v.title = 'Pro (new title)' },
-      (v: any) => { v.features.pop() },
-      (v: any) => { v.billingConfig.billingIntervalCount = 2 },
+      (v: any) => {
+        v.features[0].config.price = '25'
+      },
+      (v: any) => {
+        v.title = 'Pro (new title)'
+      },
+      (v: any) => {
+        v.features.pop()
+      },
+      (v: any) => {
+        v.billingConfig.billingIntervalCount = 2
+      },
     ]) {
       const doc = base()
       change(doc.planVersions[0])
@@ -389,7 +733,13 @@ describe('republishing rules', () => {
     const { apiKey } = await seeded()
     const doc = base()
     Object.assign(doc.planVersions[0], { whenToBill: 'pay_in_advance', gracePeriod: 0, autoRenew: true, tags: [] })
-    doc.planVersions[0].billingConfig = { billingInterval: 'month', billingIntervalCount: 1, billingAnchor: 'dayOfCreation', planType: 'recurring', name: 'monthly' }
+    doc.planVersions[0].billingConfig = {
+      billingInterval: 'month',
+      billingIntervalCount: 1,
+      billingAnchor: 'dayOfCreation',
+      planType: 'recurring',
+      name: 'monthly',
+    }
     doc.planVersions[0].features[0].config.price = '20.00'
     const res = await applied(apiKey, doc)
     expect(res.summary.planVersions).toEqual({ created: [], updated: [], unchanged: ['pro@1'] })
@@ -402,7 +752,10 @@ describe('republishing rules', () => {
     const res = await applied(apiKey, { planVersions: doc.planVersions })
     expect(res.summary.planVersions).toEqual({ created: ['pro@2'], updated: [], unchanged: [] })
     const list = await gw.post('/v1/plan-versions/list', {}, apiKey)
-    expect(list.body.planVersions.map((v: any) => [v.version, v.latest])).toEqual([[1, false], [2, true]])
+    expect(list.body.planVersions.map((v: any) => [v.version, v.latest])).toEqual([
+      [1, false],
+      [2, true],
+    ])
     const subscription = await gw.post('/v1/subscriptions/get', { customerId: 'c1' }, apiKey)
     expect(subscription.body.activePhase.planVersion).toMatchObject({ version: 1, latest: false })
   })
@@ -474,7 +827,14 @@ describe('the example catalog (examples/ai-api-catalog.json)', () => {
     expect(acme.status).toBe(200)
     expect(acme.body.map((e: any) => [e.featurePlanVersion.feature.slug, e.overageStrategy, e.grants.map((g: any) => [g.type, g.allowanceUnits])])).toEqual([
       ['seats', 'none', [['subscription', 5]]],
-      ['tokens', 'always', [['promotion', 2_000_000], ['subscription', Number.MAX_SAFE_INTEGER]]],
+      [
+        'tokens',
+        'always',
+        [
+          ['promotion', 2_000_000],
+          ['subscription', Number.MAX_SAFE_INTEGER],
+        ],
+      ],
       ['run-budget', 'last-call', [['subscription', 100_000]]],
     ])
     const budget = await gw.post('/v1/budgets/get', { key: 'acme-agent-runs' }, apiKey)
@@ -498,7 +858,11 @@ describe('the example catalog (examples/ai-api-catalog.json)', () => {
       const subscription = await service.getSubscription(project, 'globex')
       expect(subscription.ok && subscription.value.planSlug).toBe('free')
       // A second document touching a stored customer reads it back through the cluster too.
-      const more = await service.apply(project, { grants: [{ id: 'extra', customerId: 'acme', featureSlug: 'seats', type: 'addon', allowanceUnits: 2, effectiveAt: Date.UTC(2025, 2, 1) }] }, 'test')
+      const more = await service.apply(
+        project,
+        { grants: [{ id: 'extra', customerId: 'acme', featureSlug: 'seats', type: 'addon', allowanceUnits: 2, effectiveAt: Date.UTC(2025, 2, 1) }] },
+        'test',
+      )
       expect(more.ok && more.value.summary.grants.created).toEqual(['extra'])
     } finally {
       await cluster.quit()

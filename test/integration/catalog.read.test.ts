@@ -10,8 +10,12 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { BudgetService } from '../../src/budgets/service.js'
 import { FOREVER_MS } from '../../src/catalog/cycles.js'
 import {
-  EntitlementsGetResponseSchema, EntitlementsListResponseSchema, FeaturesListResponseSchema, PlanVersionSchema,
-  PlanVersionsListResponseSchema, SubscriptionSchema,
+  EntitlementsGetResponseSchema,
+  EntitlementsListResponseSchema,
+  FeaturesListResponseSchema,
+  PlanVersionSchema,
+  PlanVersionsListResponseSchema,
+  SubscriptionSchema,
 } from '../../src/catalog/schemas.js'
 import { EntitlementService } from '../../src/entitlements/service.js'
 import { CatalogService } from '../../src/catalog/service.js'
@@ -28,13 +32,39 @@ const MARCH_15 = Date.UTC(2025, 2, 15, 12)
 
 /** What the example lacks for the filters of 4.10: a published enterprise version, yearly, in EUR; and a customer in a trial. */
 const EXTRA = {
-  planVersions: [{
-    plan: 'enterprise', version: 1, status: 'published', title: 'Enterprise', currency: 'EUR', billingConfig: { billingInterval: 'year' },
-    features: [{ featureSlug: 'seats', featureType: 'tier', config: { tierMode: 'volume', tiers: [{ firstUnit: 1, lastUnit: 100, unitPrice: '30' }, { firstUnit: 101, lastUnit: null, unitPrice: '25' }] } }],
-  }, {
-    plan: 'free', version: 2, status: 'published', title: 'Free with a trial', currency: 'USD', billingConfig: { billingInterval: 'month' }, trialUnits: 1,
-    features: [{ featureSlug: 'seats', featureType: 'flat', config: { price: '0' } }],
-  }],
+  planVersions: [
+    {
+      plan: 'enterprise',
+      version: 1,
+      status: 'published',
+      title: 'Enterprise',
+      currency: 'EUR',
+      billingConfig: { billingInterval: 'year' },
+      features: [
+        {
+          featureSlug: 'seats',
+          featureType: 'tier',
+          config: {
+            tierMode: 'volume',
+            tiers: [
+              { firstUnit: 1, lastUnit: 100, unitPrice: '30' },
+              { firstUnit: 101, lastUnit: null, unitPrice: '25' },
+            ],
+          },
+        },
+      ],
+    },
+    {
+      plan: 'free',
+      version: 2,
+      status: 'published',
+      title: 'Free with a trial',
+      currency: 'USD',
+      billingConfig: { billingInterval: 'month' },
+      trialUnits: 1,
+      features: [{ featureSlug: 'seats', featureType: 'flat', config: { price: '0' } }],
+    },
+  ],
   customers: [{ id: 'trialer' }, { id: 'later' }],
   subscriptions: [
     { id: 'sub_trialer', customerId: 'trialer', phases: [{ plan: 'free', version: 2, startAt: Date.UTC(2025, 2, 1) }] },
@@ -77,7 +107,9 @@ beforeAll(async () => {
     expect(res.status, JSON.stringify(res.body)).toBe(200)
   }
 })
-afterAll(async () => { await gw?.close() })
+afterAll(async () => {
+  await gw?.close()
+})
 
 const entitlements = (customerId: string, key = apiKey) => gw.post('/v1/access/entitlements/list', { customerId }, key)
 const subscription = (customerId: string, key = apiKey) => gw.post('/v1/subscriptions/get', { customerId }, key)
@@ -93,19 +125,35 @@ describe('POST /v1/access/entitlements/list', () => {
     for (const e of res.body) {
       expect(e).toMatchObject({ projectId, customerId: 'acme', subscriptionId: 'sub_acme', expiresAt: null, subscriptionPhase: { creditLinePolicy: 'capped' } })
       // Beside the flags, the usage counted against the entitlement (src/entitlements/README.md).
-      expect(e.metadata).toEqual({ customerDisabled: false, customerUsageLimitReached: false, subscriptionStatus: 'active', usage: expect.objectContaining({ usage: '0', denied: false }) })
-      for (const id of [e.id, e.featurePlanVersionId, e.subscriptionPhaseId!, e.subscriptionItemId!, ...e.grants!.map((g) => g.id)]) expect(id.length).toBeLessThanOrEqual(36)
+      expect(e.metadata).toEqual({
+        customerDisabled: false,
+        customerUsageLimitReached: false,
+        subscriptionStatus: 'active',
+        usage: expect.objectContaining({ usage: '0', denied: false }),
+      })
+      for (const id of [e.id, e.featurePlanVersionId, e.subscriptionPhaseId!, e.subscriptionItemId!, ...e.grants!.map((g) => g.id)])
+        expect(id.length).toBeLessThanOrEqual(36)
       for (const g of e.grants!) expect(g.customerEntitlementId).toBe(e.id)
     }
     const tokens = res.body[1]!
     expect(tokens.featurePlanVersion).toMatchObject({ type: 'feature', featureType: 'usage', config: { usageMode: 'tier', tierMode: 'graduated' } })
     expect(tokens.featurePlanVersion.config.tiers!.map((t) => [t.firstUnit, t.lastUnit, t.unitPrice.displayAmount])).toEqual([
-      [1, 1_000_000, '$0'], [1_000_001, 50_000_000, '$0.000002'], [50_000_001, null, '$0.0000015'],
+      [1, 1_000_000, '$0'],
+      [1_000_001, 50_000_000, '$0.000002'],
+      [50_000_001, null, '$0.0000015'],
     ])
     expect(tokens.featurePlanVersion.config.tiers![1]!.unitPrice.dinero).toEqual({ amount: 2, currency: { code: 'USD', base: 10, exponent: 2 }, scale: 6 })
-    expect(tokens.featurePlanVersion.meterConfig).toMatchObject({ eventSlug: 'llm.completion', aggregationMethod: 'sum', aggregationField: 'total_tokens', groupBy: ['model'] })
+    expect(tokens.featurePlanVersion.meterConfig).toMatchObject({
+      eventSlug: 'llm.completion',
+      aggregationMethod: 'sum',
+      aggregationField: 'total_tokens',
+      groupBy: ['model'],
+    })
     // Higher priority first: the promotion before the subscription's own grant.
-    expect(tokens.grants!.map((g) => [g.type, g.priority])).toEqual([['promotion', 80], ['subscription', 20]])
+    expect(tokens.grants!.map((g) => [g.type, g.priority])).toEqual([
+      ['promotion', 80],
+      ['subscription', 20],
+    ])
   })
 
   test('an entitlement from a grant outside any subscription, beside the subscription ones', async () => {
@@ -115,7 +163,12 @@ describe('POST /v1/access/entitlements/list', () => {
     const standalone = res.body.filter((e) => e.subscriptionId === null)
     expect(standalone).toHaveLength(1)
     expect(standalone[0]).toMatchObject({
-      subscriptionPhaseId: null, subscriptionItemId: null, effectiveAt: Date.UTC(2025, 0, 10), expiresAt: null, overageStrategy: 'last-call', subscriptionPhase: {},
+      subscriptionPhaseId: null,
+      subscriptionItemId: null,
+      effectiveAt: Date.UTC(2025, 0, 10),
+      expiresAt: null,
+      overageStrategy: 'last-call',
+      subscriptionPhase: {},
     })
     expect(standalone[0]!.grants).toEqual([expect.objectContaining({ id: 'grant_globex_runs', type: 'addon', allowanceUnits: 2000, expiresAt: FOREVER_MS })])
     expect(res.body.filter((e) => e.subscriptionId === 'sub_globex').map((e) => e.featurePlanVersion.feature.slug)).toEqual(['seats', 'tokens', 'run-budget'])
@@ -127,7 +180,9 @@ describe('POST /v1/access/entitlements/list', () => {
     expectShape(EntitlementsListResponseSchema, january.body)
     // On the free plan: its limits, and the promotion (from 1 February) not yet.
     expect(january.body.map((e) => [e.featurePlanVersion.feature.slug, e.grants!.map((g) => g.allowanceUnits)])).toEqual([
-      ['seats', [1]], ['tokens', [100_000]], ['run-budget', [500]],
+      ['seats', [1]],
+      ['tokens', [100_000]],
+      ['run-budget', [500]],
     ])
     gw.clock.set(Date.UTC(2025, 1, 1) - 1)
     expect((await entitlements('acme')).body[1].grants.map((g: any) => g.type)).toEqual(['subscription'])
@@ -172,23 +227,45 @@ describe('POST /v1/subscriptions/get', () => {
     expect(res.status).toBe(200)
     expectShape(SubscriptionSchema, res.body)
     expect(res.body).toMatchObject({
-      id: 'sub_acme', customerId: 'acme', status: 'active', active: true, planSlug: 'pro', timezone: 'UTC',
-      currentCycleStartAt: Date.UTC(2025, 2, 1), currentCycleEndAt: Date.UTC(2025, 3, 1), renewAt: Date.UTC(2025, 3, 1), endAt: FOREVER_MS,
-      metadata: { dates: { lastChangeAt: Date.UTC(2025, 1, 1) } }, project: { enabled: true }, customer: { active: true },
+      id: 'sub_acme',
+      customerId: 'acme',
+      status: 'active',
+      active: true,
+      planSlug: 'pro',
+      timezone: 'UTC',
+      currentCycleStartAt: Date.UTC(2025, 2, 1),
+      currentCycleEndAt: Date.UTC(2025, 3, 1),
+      renewAt: Date.UTC(2025, 3, 1),
+      endAt: FOREVER_MS,
+      metadata: { dates: { lastChangeAt: Date.UTC(2025, 1, 1) } },
+      project: { enabled: true },
+      customer: { active: true },
     })
     const phase = res.body.activePhase
-    expect(phase).toMatchObject({ subscriptionId: 'sub_acme', startAt: Date.UTC(2025, 1, 1), endAt: FOREVER_MS, billingAnchor: 1, trialUnits: 0, metadata: { reason: 'upgrade' } })
+    expect(phase).toMatchObject({
+      subscriptionId: 'sub_acme',
+      startAt: Date.UTC(2025, 1, 1),
+      endAt: FOREVER_MS,
+      billingAnchor: 1,
+      trialUnits: 0,
+      metadata: { reason: 'upgrade' },
+    })
     expect(phase.planVersion).toMatchObject({ title: 'Pro', version: 1, status: 'published', latest: true, currency: 'USD' })
     expect(phase.items.map((i) => i.units)).toEqual([5, 1, 1])
     for (const item of phase.items) expect(item).toMatchObject({ subscriptionPhaseId: phase.id, subscriptionId: 'sub_acme' })
   })
 
-  test('cycles are laid in the subscription\'s time zone: Berlin across the March DST change', async () => {
+  test("cycles are laid in the subscription's time zone: Berlin across the March DST change", async () => {
     gw.clock.set(MARCH_15)
     const res = await subscription('globex')
     expectShape(SubscriptionSchema, res.body)
     // Started 2025-01-10 01:00 Berlin (00:00 UTC): cycles start on the 10th at 01:00 Berlin time.
-    expect(res.body).toMatchObject({ planSlug: 'free', timezone: 'Europe/Berlin', currentCycleStartAt: Date.UTC(2025, 2, 10), currentCycleEndAt: Date.UTC(2025, 3, 9, 23) })
+    expect(res.body).toMatchObject({
+      planSlug: 'free',
+      timezone: 'Europe/Berlin',
+      currentCycleStartAt: Date.UTC(2025, 2, 10),
+      currentCycleEndAt: Date.UTC(2025, 3, 9, 23),
+    })
     expect(res.body.activePhase.billingAnchor).toBe(10)
   })
 
@@ -225,7 +302,11 @@ describe('POST /v1/plan-versions/list and /v1/plans/versions/list (4.10)', () =>
     const keys = keysDeep(res.body.planVersions.map((v: any) => ({ ...v, plan: null, planFeatures: null })))
     for (const omitted of ['status', 'paymentProvider', 'dueBehaviour', 'currency', 'whenToBill']) expect(keys.has(omitted), omitted).toBe(false)
     const pro = res.body.planVersions[3]!
-    expect(pro).toMatchObject({ flatPrice: '$20', plan: { slug: 'pro', defaultPlan: false, enterprisePlan: false }, metadata: { includedCreditAmount: 500_000_000 } })
+    expect(pro).toMatchObject({
+      flatPrice: '$20',
+      plan: { slug: 'pro', defaultPlan: false, enterprisePlan: false },
+      metadata: { includedCreditAmount: 500_000_000 },
+    })
     expect(pro.planFeatures.map((f: any) => f.displayFeatureText)).toEqual([
       'Seats: $20',
       'Tokens: 1-1,000,000 at $0 each, 1,000,001-50,000,000 at $0.000002 each, 50,000,001+ at $0.0000015 each',
@@ -244,7 +325,11 @@ describe('POST /v1/plan-versions/list and /v1/plans/versions/list (4.10)', () =>
     ['billingInterval week (none)', { billingInterval: 'week' }, []],
     ['currency EUR', { currency: 'EUR' }, ['enterprise@1']],
     ['currency USD and onlyPublished', { currency: 'USD', onlyPublished: true }, ['free@1', 'free@2', 'pro@1']],
-    ['false flags filter nothing', { onlyPublished: false, onlyLatest: false, onlyEnterprisePlan: false }, ['enterprise@1', 'free@1', 'free@2', 'pro@1', 'pro@2']],
+    [
+      'false flags filter nothing',
+      { onlyPublished: false, onlyLatest: false, onlyEnterprisePlan: false },
+      ['enterprise@1', 'free@1', 'free@2', 'pro@1', 'pro@2'],
+    ],
   ])('filter %s, the same on both routes', async (_name, body, expected) => {
     const [a, b] = await Promise.all([planVersions(body), planVersions(body, '/v1/plans/versions/list')])
     expectShape(PlanVersionsListResponseSchema, a.body)
@@ -274,12 +359,20 @@ describe('GET /v1/plan-versions/get/:planVersionId', () => {
     expect(res.status).toBe(200)
     expectShape(getPlanVersion.response, res.body)
     expectShape(PlanVersionSchema, res.body)
-    expect(res.body).toMatchObject({ id: pro.id, status: 'published', currency: 'USD', whenToBill: 'pay_in_advance', version: 1, plan: { slug: 'pro' }, flatPrice: '$20' })
+    expect(res.body).toMatchObject({
+      id: pro.id,
+      status: 'published',
+      currency: 'USD',
+      whenToBill: 'pay_in_advance',
+      version: 1,
+      plan: { slug: 'pro' },
+      flatPrice: '$20',
+    })
     expect(res.body.planFeatures).toHaveLength(3)
     expect(res.body.configHash).toMatch(/^[0-9a-f]{64}$/)
   })
 
-  test('a draft, an unknown id, and another project\'s version are 404', async () => {
+  test("a draft, an unknown id, and another project's version are 404", async () => {
     const draft = (await planVersions({})).body.planVersions.find((v: any) => v.plan.slug === 'pro' && v.version === 2)
     for (const id of [draft.id, 'pv_unknown', 'x'.repeat(200)]) {
       const res = await gw.get(`/v1/plan-versions/get/${id}`, apiKey)
@@ -297,7 +390,11 @@ describe('GET /v1/features/list', () => {
     const res = await gw.get('/v1/features/list', apiKey)
     expect(res.status).toBe(200)
     expectShape(FeaturesListResponseSchema, res.body)
-    expect(res.body.features.map((f) => [f.slug, f.code, f.unitOfMeasure])).toEqual([['seats', 1, 'seats'], ['tokens', 2, 'tokens'], ['run-budget', 3, 'usd_cents']])
+    expect(res.body.features.map((f) => [f.slug, f.code, f.unitOfMeasure])).toEqual([
+      ['seats', 1, 'seats'],
+      ['tokens', 2, 'tokens'],
+      ['run-budget', 3, 'usd_cents'],
+    ])
     for (const f of res.body.features) {
       expect(f).not.toHaveProperty('createdAtM')
       expect(f).not.toHaveProperty('updatedAtM')
@@ -342,7 +439,7 @@ describe('POST /v1/access/update', () => {
     expect(await gw.services.catalog.isCustomerDisabled(projectId, 'nobody')).toBe(false)
   })
 
-  test('subscriptionStatus overrides the status: past_due keeps access, canceled ends the subscription\'s entitlements; an apply changing the subscription clears it', async () => {
+  test("subscriptionStatus overrides the status: past_due keeps access, canceled ends the subscription's entitlements; an apply changing the subscription clears it", async () => {
     gw.clock.set(MARCH_15)
     const { apiKey: key } = await gw.project()
     expect((await gw.post('/v1/config/apply', EXAMPLE, key)).status).toBe(200)
@@ -371,7 +468,7 @@ describe('POST /v1/access/update', () => {
 })
 
 describe('other projects', () => {
-  test('another project\'s key: the customer is not found (404); naming this project in the body is 403', async () => {
+  test("another project's key: the customer is not found (404); naming this project in the body is 403", async () => {
     const other = await gw.project()
     for (const path of ['/v1/access/entitlements/list', '/v1/entitlements/get', '/v1/subscriptions/get']) {
       const missing = await gw.post(path, { customerId: 'acme' }, other.apiKey)
@@ -395,7 +492,7 @@ describe('other projects', () => {
   })
 })
 
-test('reading a customer\'s entitlements (with usage: one script) or subscription (HGETALL) is one Redis command', async () => {
+test("reading a customer's entitlements (with usage: one script) or subscription (HGETALL) is one Redis command", async () => {
   const redis = testRedis()
   try {
     const clock = manualClock(MARCH_15)

@@ -57,9 +57,7 @@ describe.each(backends)('ClickHouse store: %s', (kind) => {
     expect(first.applied).toEqual(migrations.map((m) => m.version))
     const second = await migrate(store)
     expect(second).toEqual({ applied: [], current: first.current })
-    const tables = await store.query<{ name: string }>(
-      `SELECT name FROM system.tables WHERE database = ${sqlLiteral(database)} ORDER BY name`,
-    )
+    const tables = await store.query<{ name: string }>(`SELECT name FROM system.tables WHERE database = ${sqlLiteral(database)} ORDER BY name`)
     expect(tables.map((t) => t.name)).toEqual([
       'budget_journal',
       'invoice_lines',
@@ -76,7 +74,7 @@ describe.each(backends)('ClickHouse store: %s', (kind) => {
   })
 
   it('round-trips events, including awkward strings and exact decimals', async () => {
-    const props = JSON.stringify({ note: "tab\there, newline\nthere, quote ' \" and back\\slash", emoji: '✓' })
+    const props = JSON.stringify({ note: 'tab\there, newline\nthere, quote \' " and back\\slash', emoji: '✓' })
     const e = event('rt-1', { customer_id: 'c-rt', properties: props, value: '12345678901234567890.12345678' })
     expect(await insertEventsOnce(store, [e])).toEqual({ inserted: 1, skipped: 0 })
     const rows = await store.query<{ customer_id: string; properties: string; v: string; ts_ms: string }>(
@@ -128,9 +126,7 @@ describe.each(backends)('ClickHouse store: %s', (kind) => {
     await store.insert(`${db}.usage_events`, [{ ...e, inserted_at: '2026-11-10 00:00:02' }])
     const [final] = await store.query<{ n: string }>(`SELECT count() AS n FROM usage_events FINAL WHERE customer_id = 'c-raw'`)
     expect(Number(final?.n)).toBe(1)
-    const [byKey] = await store.query<{ n: string }>(
-      `SELECT uniqExact(project_id, event_id) AS n FROM usage_events WHERE customer_id = 'c-raw'`,
-    )
+    const [byKey] = await store.query<{ n: string }>(`SELECT uniqExact(project_id, event_id) AS n FROM usage_events WHERE customer_id = 'c-raw'`)
     expect(Number(byKey?.n)).toBe(1)
   })
 
@@ -146,9 +142,7 @@ describe.each(backends)('ClickHouse store: %s', (kind) => {
       `SELECT movement_id, kind, hold_id, amount FROM budget_journal FINAL WHERE project_id = 'p1' AND budget_key = 'b-1' ORDER BY movement_id`,
     )
     expect(rows).toEqual(moves.map(({ movement_id, kind: k, hold_id, amount }) => ({ movement_id, kind: k, hold_id, amount })))
-    const [total] = await store.query<{ t: string }>(
-      `SELECT toString(sum(toDecimal128(amount, 8))) AS t FROM budget_journal FINAL WHERE budget_key = 'b-1'`,
-    )
+    const [total] = await store.query<{ t: string }>(`SELECT toString(sum(toDecimal128(amount, 8))) AS t FROM budget_journal FINAL WHERE budget_key = 'b-1'`)
     expect(canonicalDecimal(total!.t)).toBe('2.17130001')
   })
 
@@ -189,7 +183,10 @@ describe.each(backends)('ClickHouse store: %s', (kind) => {
       event(`bulk-${i}`, { customer_id: `c-bulk-${i % 10}`, value: '0.5', ts_ms: D0 + i, properties: `{"i":${i}}` }),
     )
     const t0 = performance.now()
-    await store.insert(`${store.database}.usage_events`, events.map((e) => ({ ...e, inserted_at: '2026-11-10 00:00:00' })))
+    await store.insert(
+      `${store.database}.usage_events`,
+      events.map((e) => ({ ...e, inserted_at: '2026-11-10 00:00:00' })),
+    )
     const insertMs = performance.now() - t0
     const t1 = performance.now()
     expect(await insertEventsOnce(store, events)).toEqual({ inserted: 0, skipped: 10_000 })

@@ -34,24 +34,50 @@ const PROMO_ENDS = Date.UTC(2025, 0, 20, 12)
 
 const CATALOG = {
   features: [
-    { slug: 'tokens', title: 'Tokens', unitOfMeasure: 'tokens', meterConfig: { eventSlug: 'llm.completion', aggregationMethod: 'sum', aggregationField: 'tokens' } },
+    {
+      slug: 'tokens',
+      title: 'Tokens',
+      unitOfMeasure: 'tokens',
+      meterConfig: { eventSlug: 'llm.completion', aggregationMethod: 'sum', aggregationField: 'tokens' },
+    },
     { slug: 'completions', title: 'Completions', unitOfMeasure: 'calls', meterConfig: { eventSlug: 'llm.completion', aggregationMethod: 'count' } },
     { slug: 'gpus', title: 'GPUs', unitOfMeasure: 'gpus', meterConfig: { eventSlug: 'gpu.usage', aggregationMethod: 'max', aggregationField: 'gpus' } },
-    { slug: 'storage', title: 'Storage', unitOfMeasure: 'GB', meterConfig: { eventSlug: 'storage.report', aggregationMethod: 'latest', aggregationField: 'gb' } },
+    {
+      slug: 'storage',
+      title: 'Storage',
+      unitOfMeasure: 'GB',
+      meterConfig: { eventSlug: 'storage.report', aggregationMethod: 'latest', aggregationField: 'gb' },
+    },
   ],
   plans: [{ slug: 'pro', title: 'Pro' }],
-  planVersions: [{
-    plan: 'pro', version: 1, status: 'published', title: 'Pro', currency: 'USD', billingConfig: { billingInterval: 'month' },
-    features: [
-      { featureSlug: 'tokens', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, limit: 20, metadata: { overageStrategy: 'none' } },
-      { featureSlug: 'completions', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, limit: 3, metadata: { overageStrategy: 'last-call' } },
-      { featureSlug: 'gpus', featureType: 'usage', config: { usageMode: 'unit', price: '1' }, limit: 4, metadata: { overageStrategy: 'none' } },
-      { featureSlug: 'storage', featureType: 'usage', config: { usageMode: 'unit', price: '0.1' }, limit: 10, metadata: { overageStrategy: 'always' } },
-    ],
-  }],
+  planVersions: [
+    {
+      plan: 'pro',
+      version: 1,
+      status: 'published',
+      title: 'Pro',
+      currency: 'USD',
+      billingConfig: { billingInterval: 'month' },
+      features: [
+        { featureSlug: 'tokens', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, limit: 20, metadata: { overageStrategy: 'none' } },
+        {
+          featureSlug: 'completions',
+          featureType: 'usage',
+          config: { usageMode: 'unit', price: '0.01' },
+          limit: 3,
+          metadata: { overageStrategy: 'last-call' },
+        },
+        { featureSlug: 'gpus', featureType: 'usage', config: { usageMode: 'unit', price: '1' }, limit: 4, metadata: { overageStrategy: 'none' } },
+        { featureSlug: 'storage', featureType: 'usage', config: { usageMode: 'unit', price: '0.1' }, limit: 10, metadata: { overageStrategy: 'always' } },
+      ],
+    },
+  ],
   customers: ['acme', 'batchy', 'dupes', 'sync', 'fresh'].map((id) => ({ id })),
   subscriptions: ['acme', 'batchy', 'dupes', 'sync', 'fresh'].map((id) => ({
-    id: `sub-${id}`, customerId: id, timezone: 'America/New_York', phases: [{ plan: 'pro', version: 1, startAt: JAN_1_NY }],
+    id: `sub-${id}`,
+    customerId: id,
+    timezone: 'America/New_York',
+    phases: [{ plan: 'pro', version: 1, startAt: JAN_1_NY }],
   })),
   grants: [
     { id: 'promo-acme', customerId: 'acme', featureSlug: 'tokens', type: 'promotion', allowanceUnits: 80, effectiveAt: JAN_1_NY, expiresAt: PROMO_ENDS },
@@ -73,9 +99,16 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
 
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'metering-entitlements-'))
-    gw = await startTestGateway({
-      clickhouse: 'on', clickhouseUrl: inject('clickhouseUrl'), clickhouseDatabase: database, dataDir, events: { queueName: queue },
-    }, START)
+    gw = await startTestGateway(
+      {
+        clickhouse: 'on',
+        clickhouseUrl: inject('clickhouseUrl'),
+        clickhouseDatabase: database,
+        dataDir,
+        events: { queueName: queue },
+      },
+      START,
+    )
     ;({ apiKey, projectId } = await gw.project())
     const applied = await gw.post('/v1/config/apply', CATALOG, apiKey)
     expect(applied.status, JSON.stringify(applied.body)).toBe(200)
@@ -108,10 +141,20 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
     await drained()
     let tokens = (await usageOf('acme')).tokens
     expect(tokens.metadata.usage).toEqual({
-      usage: '50', limit: '100', remaining: '50', overage: '0', refused: '0', periodStartAt: JAN_1_NY, periodEndAt: FEB_1_NY, denied: false,
+      usage: '50',
+      limit: '100',
+      remaining: '50',
+      overage: '0',
+      refused: '0',
+      periodStartAt: JAN_1_NY,
+      periodEndAt: FEB_1_NY,
+      denied: false,
     })
     // The promotion (80) is consumed before the subscription's grant (20).
-    expect(grantsOf(tokens)).toEqual([['promo-acme', '50'], ['subscription', '0']])
+    expect(grantsOf(tokens)).toEqual([
+      ['promo-acme', '50'],
+      ['subscription', '0'],
+    ])
 
     // The promotion expires: its allowance and what was consumed from it leave with it.
     gw.clock.set(PROMO_ENDS)
@@ -141,7 +184,14 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
     gw.clock.set(FEB_1_NY)
     expect(await gw.services.entitlements.isDenied(projectId, 'acme', 'tokens')).toBe(false)
     expect((await usageOf('acme')).tokens.metadata.usage).toEqual({
-      usage: '0', limit: '20', remaining: '20', overage: '0', refused: '0', periodStartAt: FEB_1_NY, periodEndAt: Date.UTC(2025, 2, 1, 5), denied: false,
+      usage: '0',
+      limit: '20',
+      remaining: '20',
+      overage: '0',
+      refused: '0',
+      periodStartAt: FEB_1_NY,
+      periodEndAt: Date.UTC(2025, 2, 1, 5),
+      denied: false,
     })
     await record('acme', 'llm.completion', { tokens: 4 })
     await drained()
@@ -165,9 +215,11 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
     // One ClickHouse row per feature whose meter takes the event: completions (every event, the
     // event's id) and tokens (the five with a number: `<id>#tokens`).
     const rows = await gw.clickhouse!.query<{ event_id: string; feature_slug: string }>(
-      `SELECT event_id, feature_slug FROM ${database}.usage_events FINAL WHERE project_id = '${projectId}' AND customer_id = 'batchy' ORDER BY event_id`)
+      `SELECT event_id, feature_slug FROM ${database}.usage_events FINAL WHERE project_id = '${projectId}' AND customer_id = 'batchy' ORDER BY event_id`,
+    )
     expect(rows.map((r) => `${r.event_id} ${r.feature_slug}`)).toEqual([
-      'b-text completions', ...[0, 1, 2, 3, 4].flatMap((i) => [`b${i} completions`, `b${i}#tokens tokens`]),
+      'b-text completions',
+      ...[0, 1, 2, 3, 4].flatMap((i) => [`b${i} completions`, `b${i}#tokens tokens`]),
     ])
 
     // always (storage: the latest value, past the limit as overage) and none (gpus: the maximum).
@@ -181,8 +233,15 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
     expect(after.gpus.metadata.usage).toMatchObject({ usage: '3', denied: false })
     // Each row's value is what its feature's meter counts: the aggregation field (gpus, gb), not properties.value; 1 for a count.
     const values = await gw.clickhouse!.query<{ feature_slug: string; v: string }>(
-      `SELECT feature_slug, toString(value) AS v FROM ${database}.usage_events FINAL WHERE project_id = '${projectId}' AND customer_id = 'batchy'`)
-    expect(values.map((r) => `${r.feature_slug}=${Number(r.v)}`).sort()).toEqual([...Array(6).fill('completions=1'), 'gpus=3', 'storage=12', 'storage=8', ...Array(5).fill('tokens=2')])
+      `SELECT feature_slug, toString(value) AS v FROM ${database}.usage_events FINAL WHERE project_id = '${projectId}' AND customer_id = 'batchy'`,
+    )
+    expect(values.map((r) => `${r.feature_slug}=${Number(r.v)}`).sort()).toEqual([
+      ...Array(6).fill('completions=1'),
+      'gpus=3',
+      'storage=12',
+      'storage=8',
+      ...Array(5).fill('tokens=2'),
+    ])
     await record('batchy', 'gpu.usage', { gpus: 5 }) // max 5 > 4: none refuses it
     await record('batchy', 'gpu.usage', { gpus: 2 }) // below the max: nothing changes
     await drained()
@@ -192,7 +251,7 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
     expect((await usageOf('batchy')).gpus.metadata.usage).toMatchObject({ usage: '4', remaining: '0', denied: true })
   })
 
-  test('duplicates are counted once: the gateway\'s dedup window, and past it the worker\'s claim', async () => {
+  test("duplicates are counted once: the gateway's dedup window, and past it the worker's claim", async () => {
     gw.clock.set(START)
     await record('dupes', 'llm.completion', { tokens: 5 }, 'same')
     await record('dupes', 'llm.completion', { tokens: 5 }, 'same')
@@ -231,7 +290,7 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
   })
 })
 
-describe('the claim\'s count and the reset periods', () => {
+describe("the claim's count and the reset periods", () => {
   const runOn = async (redis: RedisClient) => {
     const clock = manualClock(START)
     const project = uniquePrefix()
@@ -245,17 +304,28 @@ describe('the claim\'s count and the reset periods', () => {
     // The ingest claim: a retried batch (same batchId) and a second job with the same events
     // own or lose them, but count them once.
     const events = ['x1', 'x2', 'x3'].map((eventId, i) => ({
-      eventId, projectId: project, customerId: 'fresh', eventSlug: 'llm.completion', properties: { tokens: i + 1 }, timestampMs: START, receivedMs: START,
+      eventId,
+      projectId: project,
+      customerId: 'fresh',
+      eventSlug: 'llm.completion',
+      properties: { tokens: i + 1 },
+      timestampMs: START,
+      receivedMs: START,
     }))
     const views = await new CatalogReads(redis).customers(project, ['fresh'])
     const { counts, rows } = countsOfEvents(events, views)
     // One ClickHouse row per feature whose meter takes the event: completions counts 1, tokens sums properties.tokens.
-    expect(rows).toEqual([1, 2, 3].map((n) => [{ featureSlug: 'completions', value: '1' }, { featureSlug: 'tokens', value: String(n) }]))
+    expect(rows).toEqual(
+      [1, 2, 3].map((n) => [
+        { featureSlug: 'completions', value: '1' },
+        { featureSlug: 'tokens', value: String(n) },
+      ]),
+    )
     expect(counts).toHaveLength(6)
     const ids = events.map((x) => x.eventId)
-    expect([...await claimEvents(redis, project, 'b1', ids, Date.now(), counts)]).toEqual(ids)
-    expect([...await claimEvents(redis, project, 'b1', ids, Date.now(), counts)]).toEqual(ids)
-    expect([...await claimEvents(redis, project, 'b2', ids, Date.now(), counts)]).toEqual([])
+    expect([...(await claimEvents(redis, project, 'b1', ids, Date.now(), counts))]).toEqual(ids)
+    expect([...(await claimEvents(redis, project, 'b1', ids, Date.now(), counts))]).toEqual(ids)
+    expect([...(await claimEvents(redis, project, 'b2', ids, Date.now(), counts))]).toEqual([])
     const listed = await new EntitlementService(redis, clock).listEntitlements(project, 'fresh')
     if (!listed.ok) throw new Error(JSON.stringify(listed))
     const bySlug = Object.fromEntries(listed.value.map((x) => [x.featurePlanVersion.feature.slug, x.metadata.usage]))

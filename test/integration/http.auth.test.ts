@@ -8,8 +8,12 @@ import { ROOT_KEY, startTestGateway, type TestGateway } from '../support/gateway
 
 const DOCS = 'https://docs.auth.test'
 let gw: TestGateway
-beforeAll(async () => { gw = await startTestGateway({ docsUrl: DOCS }) })
-afterAll(async () => { await gw?.close() })
+beforeAll(async () => {
+  gw = await startTestGateway({ docsUrl: DOCS })
+})
+afterAll(async () => {
+  await gw?.close()
+})
 
 /** A call with the key that must pass authentication: not 401 or 403 (404 for a budget that is not there). */
 async function expectKeyWorks(g: TestGateway, apiKey: string): Promise<void> {
@@ -53,7 +57,11 @@ describe('keys/create', () => {
     const a = await gw.project()
     const b = await gw.project()
     for (const p of [a, b]) {
-      const res = await gw.post('/v1/keys/create', { projectId: p.projectId, scopes: ['budgets:read'], expiresAt: gw.clock() + 60_000, name: 'reader' }, ROOT_KEY)
+      const res = await gw.post(
+        '/v1/keys/create',
+        { projectId: p.projectId, scopes: ['budgets:read'], expiresAt: gw.clock() + 60_000, name: 'reader' },
+        ROOT_KEY,
+      )
       expect(res.status, JSON.stringify(res.body)).toBe(200)
       expect(res.body).toMatchObject({ projectId: p.projectId, scopes: ['budgets:read'], expiresAt: gw.clock() + 60_000 })
       await expectKeyWorks(gw, res.body.apiKey)
@@ -163,7 +171,9 @@ describe('revocation reaches every gateway', () => {
   beforeAll(async () => {
     ;[gwA, gwB] = await Promise.all([startTestGateway({ docsUrl: DOCS }), startTestGateway({ docsUrl: DOCS })])
   })
-  afterAll(async () => { await Promise.all([gwA?.close(), gwB?.close()]) })
+  afterAll(async () => {
+    await Promise.all([gwA?.close(), gwB?.close()])
+  })
 
   test('a key revoked on gateway A is refused by gateway B, which had it cached, within 1 s', async () => {
     const p = await gwA.project()
@@ -176,7 +186,10 @@ describe('revocation reaches every gateway', () => {
     const sha = createHash('sha256').update(key.apiKey).digest('hex')
     // Other test files revoke keys on the same Redis channel: wait for this key's message.
     const heard = new Promise<number>((resolve, reject) => {
-      const timer = setTimeout(() => { gwB.services.keys.off('revoked', onRevoked); reject(new Error('gateway B heard no revocation within 1 s')) }, 1000)
+      const timer = setTimeout(() => {
+        gwB.services.keys.off('revoked', onRevoked)
+        reject(new Error('gateway B heard no revocation within 1 s'))
+      }, 1000)
       const onRevoked = (revoked: string) => {
         if (revoked !== sha) return
         clearTimeout(timer)
@@ -212,12 +225,18 @@ describe('revocation reaches every gateway', () => {
 
 describe('per-key rate limit', () => {
   let limited: TestGateway
-  beforeAll(async () => { limited = await startTestGateway({ docsUrl: DOCS, rateLimit: 5 }) })
-  afterAll(async () => { await limited?.close() })
+  beforeAll(async () => {
+    limited = await startTestGateway({ docsUrl: DOCS, rateLimit: 5 })
+  })
+  afterAll(async () => {
+    await limited?.close()
+  })
 
   test('the 6th request of a key in one second → 429 with Retry-After; the next second lets it through', async () => {
     const p = await limited.project()
-    expect((await limited.post('/v1/budgets/upsert', { key: 'rl', limits: [{ id: 'd', window: 'never', enforce: 'hard', amount: '10' }] }, p.apiKey)).status).toBe(200)
+    expect(
+      (await limited.post('/v1/budgets/upsert', { key: 'rl', limits: [{ id: 'd', window: 'never', enforce: 'hard', amount: '10' }] }, p.apiKey)).status,
+    ).toBe(200)
     for (let i = 0; i < 4; i++) expect((await limited.post('/v1/budgets/get', { key: 'rl' }, p.apiKey)).status).toBe(200)
 
     const refused = await limited.post('/v1/budgets/authorize', { key: 'rl', amount: '1', idempotencyKey: 'rl-1' }, p.apiKey)

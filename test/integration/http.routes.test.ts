@@ -9,15 +9,26 @@ import { routes } from '../../src/http/routes/index.js'
 import { invoiceIdOf } from '../../src/invoices/service.js'
 import { OPENAPI_PATH, renderOpenApi } from '../../scripts/openapi.js'
 import {
-  COMMON_BUDGET, COMMON_GATEWAY, expectError, expectIssue, headerOf, rawRequest, runCommonRouteTests,
-  type CommonContext, type RawResponse,
+  COMMON_BUDGET,
+  COMMON_GATEWAY,
+  expectError,
+  expectIssue,
+  headerOf,
+  rawRequest,
+  runCommonRouteTests,
+  type CommonContext,
+  type RawResponse,
 } from '../support/commonRoutes.js'
 import { ROOT_KEY, startTestGateway, type TestGateway } from '../support/gateway.js'
 import { prng } from '../support/prng.js'
 
 let gw: TestGateway
-beforeAll(async () => { gw = await startTestGateway({ ...COMMON_GATEWAY }) })
-afterAll(async () => { await gw?.close() })
+beforeAll(async () => {
+  gw = await startTestGateway({ ...COMMON_GATEWAY })
+})
+afterAll(async () => {
+  await gw?.close()
+})
 
 /**
  * A body each route accepts in the helper's context (by operationId). Each one differs from
@@ -52,7 +63,12 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'webhooks.list': () => ({ event: 'limit.reached' }),
   'webhooks.delete': () => ({ id: 'common-hook' }),
   'webhooks.failures.list': () => ({ limit: 10 }),
-  'paymentMethods.create': (ctx) => ({ paymentProvider: 'sandbox', customerId: ctx.customerId, successUrl: 'https://shop.example/ok', cancelUrl: 'https://shop.example/cancel' }),
+  'paymentMethods.create': (ctx) => ({
+    paymentProvider: 'sandbox',
+    customerId: ctx.customerId,
+    successUrl: 'https://shop.example/ok',
+    cancelUrl: 'https://shop.example/cancel',
+  }),
   'paymentMethods.list': (ctx) => ({ customerId: ctx.customerId }),
   'invoices.get': () => undefined,
   'invoices.close': (ctx) => ({ customerId: ctx.customerId }),
@@ -85,14 +101,23 @@ const QUERIES: Record<string, (ctx: CommonContext) => Record<string, string>> = 
 async function runSetup(ctx: CommonContext, gw: TestGateway): Promise<void> {
   const topUp = await gw.post('/v1/wallet/top-up', { customerId: ctx.customerId, amount: '10', idempotencyKey: 'common-setup' }, ctx.apiKey)
   expect(topUp.status, JSON.stringify(topUp.body)).toBe(200)
-  const run = await gw.post('/v1/runs/start', { customerId: ctx.customerId, budgetAmountMinor: 500, idempotencyKey: 'common-run', ttlMs: 3_600_000 }, ctx.apiKey)
+  const run = await gw.post(
+    '/v1/runs/start',
+    { customerId: ctx.customerId, budgetAmountMinor: 500, idempotencyKey: 'common-run', ttlMs: 3_600_000 },
+    ctx.apiKey,
+  )
   expect([run.status, run.body.runId]).toEqual([200, 'run_1'])
 }
 
 /** What a route's valid request needs made first (by operationId). */
 const SETUP: Record<string, (ctx: CommonContext, gw: TestGateway) => Promise<void>> = {
-  'invoices.get': async (ctx, gw) => { await gw.services.invoices.closeDueCycles(ctx.projectId, gw.clock()) },
-  'runs.start': runSetup, 'runs.consume': runSetup, 'runs.end': runSetup, 'runs.get': runSetup,
+  'invoices.get': async (ctx, gw) => {
+    await gw.services.invoices.closeDueCycles(ctx.projectId, gw.clock())
+  },
+  'runs.start': runSetup,
+  'runs.consume': runSetup,
+  'runs.end': runSetup,
+  'runs.get': runSetup,
 }
 
 describe('every route gets the common route tests', () => {
@@ -113,7 +138,15 @@ describe('every route gets the common route tests', () => {
       })
       continue
     }
-    runCommonRouteTests(() => gw, { method: route.method, path: route.path, access: route.access, validBody, pathParams: PATH_PARAMS[route.operationId], query: QUERIES[route.operationId], setup: SETUP[route.operationId] })
+    runCommonRouteTests(() => gw, {
+      method: route.method,
+      path: route.path,
+      access: route.access,
+      validBody,
+      pathParams: PATH_PARAMS[route.operationId],
+      query: QUERIES[route.operationId],
+      setup: SETUP[route.operationId],
+    })
   }
 })
 
@@ -125,7 +158,12 @@ describe('routing', () => {
     ['GET', '/'],
     ['POST', '/v2/budgets/get'],
   ])('unknown route %s %s → 404 envelope', async (method, path) => {
-    const res = await rawRequest(gw.url, { method, path, headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' }, ...(method === 'POST' ? { body: '{}' } : {}) })
+    const res = await rawRequest(gw.url, {
+      method,
+      path,
+      headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+      ...(method === 'POST' ? { body: '{}' } : {}),
+    })
     expectError(res, 404, 'NOT_FOUND', COMMON_GATEWAY.docsUrl)
   })
 
@@ -138,7 +176,12 @@ describe('routing', () => {
     ['POST', '/metrics', 'GET'],
     ['DELETE', '/v1/openapi.json', 'GET'],
   ])('wrong method %s %s → 405 envelope with Allow: %s', async (method, path, allow) => {
-    const res = await rawRequest(gw.url, { method, path, headers: { 'content-type': 'application/json' }, ...(method === 'GET' || method === 'DELETE' ? {} : { body: '{}' }) })
+    const res = await rawRequest(gw.url, {
+      method,
+      path,
+      headers: { 'content-type': 'application/json' },
+      ...(method === 'GET' || method === 'DELETE' ? {} : { body: '{}' }),
+    })
     expectError(res, 405, 'METHOD_NOT_ALLOWED', COMMON_GATEWAY.docsUrl)
     expect(headerOf(res.headers, 'allow')).toBe(allow)
   })
@@ -182,7 +225,10 @@ describe('built-in endpoints', () => {
     expect(metric(after, `metering_http_request_duration_seconds_bucket{${route},le="+Inf"}`)).toBe(count)
     expect(after).toMatch(new RegExp(`^metering_http_request_duration_seconds_sum\\{${route.replace(/[/.]/g, '\\$&')}\\} [0-9.e-]+$`, 'm'))
     // Buckets are cumulative.
-    const buckets = after.split('\n').filter((l) => l.startsWith(`metering_http_request_duration_seconds_bucket{${route},`)).map((l) => Number(l.split(' ').pop()))
+    const buckets = after
+      .split('\n')
+      .filter((l) => l.startsWith(`metering_http_request_duration_seconds_bucket{${route},`))
+      .map((l) => Number(l.split(' ').pop()))
     expect(buckets.length).toBeGreaterThan(2)
     for (let i = 1; i < buckets.length; i++) expect(buckets[i]!).toBeGreaterThanOrEqual(buckets[i - 1]!)
   })
@@ -242,7 +288,11 @@ describe('out-of-range values → 400 with the exact JSON path, and nothing chan
   const MAX_AMOUNT = '9999999999999999999.99999999'
   beforeAll(async () => {
     ;({ apiKey } = await gw.project())
-    const up = await gw.post('/v1/budgets/upsert', { key: 'range', limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: MAX_AMOUNT }], holds: { defaultTtlMs: 60_000, maxTtlMs: 3_600_000 } }, apiKey)
+    const up = await gw.post(
+      '/v1/budgets/upsert',
+      { key: 'range', limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: MAX_AMOUNT }], holds: { defaultTtlMs: 60_000, maxTtlMs: 3_600_000 } },
+      apiKey,
+    )
     expect(up.status).toBe(200)
   })
   const view = async () => {
@@ -286,10 +336,24 @@ describe('out-of-range values → 400 with the exact JSON path, and nothing chan
   })
 
   test.each<[string, unknown, string]>([
-    ['a limit amount deep in the array', [{ id: 'a', window: 'day', enforce: 'hard', amount: '1' }, { id: 'b', window: 'day', enforce: 'hard', amount: '1.000000001' }], '$.limits[1].amount'],
+    [
+      'a limit amount deep in the array',
+      [
+        { id: 'a', window: 'day', enforce: 'hard', amount: '1' },
+        { id: 'b', window: 'day', enforce: 'hard', amount: '1.000000001' },
+      ],
+      '$.limits[1].amount',
+    ],
     ['an unknown window', [{ id: 'a', window: 'year', enforce: 'hard', amount: '1' }], '$.limits[0].window'],
     ['an unknown property inside a limit', [{ id: 'a', window: 'day', enforce: 'hard', amount: '1', zz: 1 }], '$.limits[0].zz'],
-    ['a duplicate limit id', [{ id: 'a', window: 'day', enforce: 'hard', amount: '1' }, { id: 'a', window: 'week', enforce: 'soft', amount: '2' }], '$.limits[1].id'],
+    [
+      'a duplicate limit id',
+      [
+        { id: 'a', window: 'day', enforce: 'hard', amount: '1' },
+        { id: 'a', window: 'week', enforce: 'soft', amount: '2' },
+      ],
+      '$.limits[1].id',
+    ],
   ])('upsert with %s → 400 at %s', async (_name, limits, path) => {
     const before = await view()
     const res = await gw.post('/v1/budgets/upsert', { key: 'range', limits }, apiKey)
@@ -362,7 +426,7 @@ describe('projects are isolated', () => {
     expect(await view()).toEqual(before)
   })
 
-  test("a project key cannot create keys for another project (403)", async () => {
+  test('a project key cannot create keys for another project (403)', async () => {
     const a = await gw.project()
     const b = await gw.project()
     const res = await gw.post('/v1/keys/create', { projectId: a.projectId }, b.apiKey)
@@ -376,7 +440,13 @@ describe('projects are isolated', () => {
 // ---- fuzz -------------------------------------------------------------------------------------
 
 const STATUS_CODES: Record<number, string> = {
-  400: 'BAD_REQUEST', 401: 'UNAUTHORIZED', 402: 'BUDGET_EXCEEDED', 403: 'FORBIDDEN', 404: 'NOT_FOUND', 409: 'CONFLICT', 413: 'PAYLOAD_TOO_LARGE',
+  400: 'BAD_REQUEST',
+  401: 'UNAUTHORIZED',
+  402: 'BUDGET_EXCEEDED',
+  403: 'FORBIDDEN',
+  404: 'NOT_FOUND',
+  409: 'CONFLICT',
+  413: 'PAYLOAD_TOO_LARGE',
 }
 
 describe('nothing a client sends hurts the process', () => {
@@ -389,7 +459,19 @@ describe('nothing a client sends hurts the process', () => {
   // names hold any other token character (RFC 9110 allows !#$%&'*+.^_`|~); see the known
   // limitation test below.
   const TOKEN = '-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'
-  const RESERVED = new Set(['content-length', 'transfer-encoding', 'host', 'connection', 'expect', 'upgrade', 'content-type', 'authorization', 'x-request-id', 'te', 'trailer'])
+  const RESERVED = new Set([
+    'content-length',
+    'transfer-encoding',
+    'host',
+    'connection',
+    'expect',
+    'upgrade',
+    'content-type',
+    'authorization',
+    'x-request-id',
+    'te',
+    'trailer',
+  ])
   const headerValue = (max = 80) => {
     let s = ''
     for (let i = int(max); i > 0; i--) s += chance(0.9) ? String.fromCharCode(0x20 + int(0x5f)) : String.fromCharCode(pick([0x09, 0x80 + int(0x80)]))
@@ -407,14 +489,20 @@ describe('nothing a client sends hurts the process', () => {
   }
   const randomJson = (depth = 0): unknown => {
     switch (depth > 3 ? int(4) : int(7)) {
-      case 0: return null
-      case 1: return chance(0.5)
-      case 2: return pick([0, -1, 1.5, 1e308, -1e-308, Number.MAX_SAFE_INTEGER + 2, 2 ** 64, int(1e9)])
-      case 3: return pick(['', '1', '1.5', '-1', '0.000000001', '9'.repeat(25), randomString(), '__proto__', 'h_1', 'h_0', 'h_99999999999999999'])
-      case 4: return Array.from({ length: int(4) }, () => randomJson(depth + 1))
+      case 0:
+        return null
+      case 1:
+        return chance(0.5)
+      case 2:
+        return pick([0, -1, 1.5, 1e308, -1e-308, Number.MAX_SAFE_INTEGER + 2, 2 ** 64, int(1e9)])
+      case 3:
+        return pick(['', '1', '1.5', '-1', '0.000000001', '9'.repeat(25), randomString(), '__proto__', 'h_1', 'h_0', 'h_99999999999999999'])
+      case 4:
+        return Array.from({ length: int(4) }, () => randomJson(depth + 1))
       default: {
         const o: Record<string, unknown> = {}
-        for (let i = int(4); i > 0; i--) o[pick(['key', 'amount', 'ttlMs', 'idempotencyKey', '__proto__', 'constructor', randomString(10)])] = randomJson(depth + 1)
+        for (let i = int(4); i > 0; i--)
+          o[pick(['key', 'amount', 'ttlMs', 'idempotencyKey', '__proto__', 'constructor', randomString(10)])] = randomJson(depth + 1)
         return o
       }
     }
@@ -422,8 +510,10 @@ describe('nothing a client sends hurts the process', () => {
   const validAuthorize = () => ({ key: 'fuzz', amount: pick(['1', '0.5', '1000000', '0']), idempotencyKey: `f-${int(1e9)}`, ttlMs: pick([1, 1000, 60_000]) })
   const body = (): string | Buffer => {
     switch (int(9)) {
-      case 0: return Buffer.from(Array.from({ length: int(300) }, () => int(256)))
-      case 1: return JSON.stringify(randomJson())
+      case 0:
+        return Buffer.from(Array.from({ length: int(300) }, () => int(256)))
+      case 1:
+        return JSON.stringify(randomJson())
       case 2: {
         const b: Record<string, unknown> = validAuthorize()
         const field = pick(['key', 'amount', 'ttlMs', 'idempotencyKey', randomString(8)])
@@ -431,27 +521,48 @@ describe('nothing a client sends hurts the process', () => {
         else b[field] = randomJson()
         return JSON.stringify(b)
       }
-      case 3: return JSON.stringify({ ...validAuthorize(), amount: randomString(25), idempotencyKey: randomString(300) })
-      case 4: { const n = 1 + int(3000); return chance(0.5) ? '['.repeat(n) + ']'.repeat(n) : '{"a":'.repeat(n) }
-      case 5: return chance(0.5) ? 'x'.repeat(COMMON_GATEWAY.maxBodyBytes + 1 + int(3000)) : JSON.stringify({ ...validAuthorize(), pad: 'y'.repeat(COMMON_GATEWAY.maxBodyBytes) })
-      case 6: return pick([
-        '{"__proto__":{"key":"fuzz"},"key":"fuzz","amount":"1","idempotencyKey":"p"}',
-        '{"key":"fuzz","key":"other","amount":"1","idempotencyKey":"dup"}',
-        '\ufeff{"key":"fuzz","amount":"1","idempotencyKey":"bom"}',
-        '{"key":"fuzz","amount":"1","idempotencyKey":"trail"} garbage',
-        '{"key":"fuzz","amount":"1","idempotencyKey":"n","ttlMs":1e999}',
-        '{"key":"fuzz","amount":"1","idempotencyKey":"\\ud800"}',
-        '', ' ', 'null', 'true', '"', '{}', '[]', '{"key":null}',
-      ])
-      case 7: return JSON.stringify(validAuthorize())
-      default: return Buffer.concat([Buffer.from(JSON.stringify(validAuthorize()).slice(0, -1)), Buffer.from([0xff, 0xfe, 0x00]), Buffer.from('}')])
+      case 3:
+        return JSON.stringify({ ...validAuthorize(), amount: randomString(25), idempotencyKey: randomString(300) })
+      case 4: {
+        const n = 1 + int(3000)
+        return chance(0.5) ? '['.repeat(n) + ']'.repeat(n) : '{"a":'.repeat(n)
+      }
+      case 5:
+        return chance(0.5)
+          ? 'x'.repeat(COMMON_GATEWAY.maxBodyBytes + 1 + int(3000))
+          : JSON.stringify({ ...validAuthorize(), pad: 'y'.repeat(COMMON_GATEWAY.maxBodyBytes) })
+      case 6:
+        return pick([
+          '{"__proto__":{"key":"fuzz"},"key":"fuzz","amount":"1","idempotencyKey":"p"}',
+          '{"key":"fuzz","key":"other","amount":"1","idempotencyKey":"dup"}',
+          '\ufeff{"key":"fuzz","amount":"1","idempotencyKey":"bom"}',
+          '{"key":"fuzz","amount":"1","idempotencyKey":"trail"} garbage',
+          '{"key":"fuzz","amount":"1","idempotencyKey":"n","ttlMs":1e999}',
+          '{"key":"fuzz","amount":"1","idempotencyKey":"\\ud800"}',
+          '',
+          ' ',
+          'null',
+          'true',
+          '"',
+          '{}',
+          '[]',
+          '{"key":null}',
+        ])
+      case 7:
+        return JSON.stringify(validAuthorize())
+      default:
+        return Buffer.concat([Buffer.from(JSON.stringify(validAuthorize()).slice(0, -1)), Buffer.from([0xff, 0xfe, 0x00]), Buffer.from('}')])
     }
   }
   let project: { projectId: string; apiKey: string }
 
   beforeAll(async () => {
     project = await gw.project()
-    const up = await gw.post('/v1/budgets/upsert', { key: 'fuzz', limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: '100' }], holds: { defaultTtlMs: 1000, maxTtlMs: 60_000 } }, project.apiKey)
+    const up = await gw.post(
+      '/v1/budgets/upsert',
+      { key: 'fuzz', limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: '100' }], holds: { defaultTtlMs: 1000, maxTtlMs: 60_000 } },
+      project.apiKey,
+    )
     expect(up.status).toBe(200)
   })
 
@@ -467,14 +578,31 @@ describe('nothing a client sends hurts the process', () => {
       else if (auth === 8) headers.authorization = `Bearer ${ROOT_KEY}`
       const ct = int(10)
       if (ct < 5) headers['content-type'] = 'application/json'
-      else if (ct < 8) headers['content-type'] = pick(['application/json; charset=utf-8', 'APPLICATION/JSON', 'application/json;', 'text/plain', 'application/jsonx', '', 'multipart/form-data; boundary=x'])
+      else if (ct < 8)
+        headers['content-type'] = pick([
+          'application/json; charset=utf-8',
+          'APPLICATION/JSON',
+          'application/json;',
+          'text/plain',
+          'application/jsonx',
+          '',
+          'multipart/form-data; boundary=x',
+        ])
       else if (ct === 8) headers['content-type'] = headerValue()
       if (chance(0.3)) headers['x-request-id'] = chance(0.5) ? headerValue(150) : `fz-${i}`
       for (let n = int(4); n > 0; n--) headers[headerName()] = headerValue()
       const payload = body()
       const chunked = chance(0.2)
       const request = chunked
-        ? { method: 'POST', path: '/v1/budgets/authorize', headers, chunks: (Buffer.isBuffer(payload) ? payload : Buffer.from(payload)).length === 0 ? [] : splitRandomly(Buffer.isBuffer(payload) ? payload : Buffer.from(payload), int) }
+        ? {
+            method: 'POST',
+            path: '/v1/budgets/authorize',
+            headers,
+            chunks:
+              (Buffer.isBuffer(payload) ? payload : Buffer.from(payload)).length === 0
+                ? []
+                : splitRandomly(Buffer.isBuffer(payload) ? payload : Buffer.from(payload), int),
+          }
         : { method: 'POST', path: '/v1/budgets/authorize', headers, body: payload }
       const describeCase = () => `#${i} headers=${JSON.stringify(headers)} chunked=${chunked} body=${JSON.stringify(payload.toString().slice(0, 200))}`
       let res: RawResponse
@@ -530,14 +658,22 @@ describe('nothing a client sends hurts the process', () => {
     const port = Number(new URL(gw.url).port)
     // Each socket is closed by the server or, at the latest after 1 s, by us: we wait for the
     // server's answer or close, never for time to pass.
-    await Promise.all(garbage.map((text) => new Promise<void>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1')
-      const timer = setTimeout(() => socket.destroy(), 1000)
-      socket.on('error', () => {})
-      socket.on('close', () => { clearTimeout(timer); resolve() })
-      socket.on('data', () => {})
-      socket.write(text, () => socket.end())
-    })))
+    await Promise.all(
+      garbage.map(
+        (text) =>
+          new Promise<void>((resolve) => {
+            const socket = net.connect(port, '127.0.0.1')
+            const timer = setTimeout(() => socket.destroy(), 1000)
+            socket.on('error', () => {})
+            socket.on('close', () => {
+              clearTimeout(timer)
+              resolve()
+            })
+            socket.on('data', () => {})
+            socket.write(text, () => socket.end())
+          }),
+      ),
+    )
     expect((await gw.get('/healthz')).status).toBe(200)
   })
 
@@ -566,7 +702,7 @@ describe('nothing a client sends hurts the process', () => {
 
 function splitRandomly(data: Buffer, int: (n: number) => number): Buffer[] {
   const parts: Buffer[] = []
-  for (let at = 0; at < data.length;) {
+  for (let at = 0; at < data.length; ) {
     const size = 1 + int(Math.min(512, data.length - at))
     parts.push(data.subarray(at, at + size))
     at += size

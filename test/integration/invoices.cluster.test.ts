@@ -19,16 +19,28 @@ test('a cycle closes on a Redis Cluster: one invoice, credits applied, lines jou
   const clock = manualClock(start)
   const project = uniquePrefix()
   const catalog = new CatalogService(cluster, clock, new BudgetService(cluster, clock))
-  const applied = await catalog.apply(project, {
-    features: [{ slug: 'seats', title: 'Seats', unitOfMeasure: 'seats' }],
-    plans: [{ slug: 'team', title: 'Team' }],
-    planVersions: [{
-      plan: 'team', version: 1, status: 'published', title: 'Team', currency: 'USD', whenToBill: 'pay_in_arrear',
-      billingConfig: { billingInterval: 'week' }, features: [{ featureSlug: 'seats', featureType: 'flat', config: { price: '12.5' } }],
-    }],
-    customers: [{ id: 'acme' }],
-    subscriptions: [{ id: 'sub-1', customerId: 'acme', phases: [{ plan: 'team', version: 1, startAt: start, items: [{ featureSlug: 'seats', units: 4 }] }] }],
-  }, 'test')
+  const applied = await catalog.apply(
+    project,
+    {
+      features: [{ slug: 'seats', title: 'Seats', unitOfMeasure: 'seats' }],
+      plans: [{ slug: 'team', title: 'Team' }],
+      planVersions: [
+        {
+          plan: 'team',
+          version: 1,
+          status: 'published',
+          title: 'Team',
+          currency: 'USD',
+          whenToBill: 'pay_in_arrear',
+          billingConfig: { billingInterval: 'week' },
+          features: [{ featureSlug: 'seats', featureType: 'flat', config: { price: '12.5' } }],
+        },
+      ],
+      customers: [{ id: 'acme' }],
+      subscriptions: [{ id: 'sub-1', customerId: 'acme', phases: [{ plan: 'team', version: 1, startAt: start, items: [{ featureSlug: 'seats', units: 4 }] }] }],
+    },
+    'test',
+  )
   expect(applied.ok, JSON.stringify(applied)).toBe(true)
   const wallet = new WalletService(cluster, clock)
   expect((await wallet.grant(project, { customerId: 'acme', amount: 2_000_000_000n, source: 'promo', idempotencyKey: 'g' })).ok).toBe(true)
@@ -42,7 +54,10 @@ test('a cycle closes on a Redis Cluster: one invoice, credits applied, lines jou
   const first = await readInvoice(cluster, project, ids[0]!)
   // 4 × $12.50 = $50: $20 promo, $30 due.
   expect(first?.invoice).toMatchObject({ status: 'unpaid', gross_amount: '5000000000', amount_paid: '2000000000', amount_due: '3000000000' })
-  expect(first?.lines.map((l) => [l.settlement_source, l.amount])).toEqual([['promo', '2000000000'], ['provider', '3000000000']])
+  expect(first?.lines.map((l) => [l.settlement_source, l.amount])).toEqual([
+    ['promo', '2000000000'],
+    ['provider', '3000000000'],
+  ])
   const second = await readInvoice(cluster, project, ids[1]!)
   expect(second?.invoice).toMatchObject({ amount_paid: '0', amount_due: '5000000000' })
   const journal = (await cluster.lrange(journalKey(project), 0, -1)).filter((e) => e.startsWith('invoice_lines\t'))

@@ -42,14 +42,30 @@ const feature = (slug: string, meterConfig?: object) => ({ slug, title: slug, un
 /** Every price type and tier mode, fees on item units and usage from ClickHouse. */
 const catalog = {
   features: [
-    feature('seats'), feature('bundles'), feature('vol-seats'), feature('grad-seats'),
-    feature('api', sumMeter('api')), feature('tok-vol', sumMeter('tok-vol')), feature('tok-grad', sumMeter('tok-grad')),
-    feature('pkg', sumMeter('pkg')), feature('calls', { eventSlug: 'calls', aggregationMethod: 'count' }), feature('peak', { eventSlug: 'peak', aggregationMethod: 'max', aggregationField: 'value' }),
+    feature('seats'),
+    feature('bundles'),
+    feature('vol-seats'),
+    feature('grad-seats'),
+    feature('api', sumMeter('api')),
+    feature('tok-vol', sumMeter('tok-vol')),
+    feature('tok-grad', sumMeter('tok-grad')),
+    feature('pkg', sumMeter('pkg')),
+    feature('calls', { eventSlug: 'calls', aggregationMethod: 'count' }),
+    feature('peak', { eventSlug: 'peak', aggregationMethod: 'max', aggregationField: 'value' }),
   ],
-  plans: [{ slug: 'arrear', title: 'Arrear' }, { slug: 'advance', title: 'Advance' }],
+  plans: [
+    { slug: 'arrear', title: 'Arrear' },
+    { slug: 'advance', title: 'Advance' },
+  ],
   planVersions: [
     {
-      plan: 'arrear', version: 1, status: 'published', title: 'Arrear', currency: 'USD', whenToBill: 'pay_in_arrear', gracePeriod: 7,
+      plan: 'arrear',
+      version: 1,
+      status: 'published',
+      title: 'Arrear',
+      currency: 'USD',
+      whenToBill: 'pay_in_arrear',
+      gracePeriod: 7,
       billingConfig: { billingInterval: 'month' },
       features: [
         { featureSlug: 'seats', featureType: 'flat', config: { price: '20' } },
@@ -65,8 +81,14 @@ const catalog = {
       ],
     },
     {
-      plan: 'advance', version: 1, status: 'published', title: 'Advance', currency: 'USD', whenToBill: 'pay_in_advance',
-      billingConfig: { billingInterval: 'month' }, metadata: { includedCreditAmount: 500_000_000 },
+      plan: 'advance',
+      version: 1,
+      status: 'published',
+      title: 'Advance',
+      currency: 'USD',
+      whenToBill: 'pay_in_advance',
+      billingConfig: { billingInterval: 'month' },
+      metadata: { includedCreditAmount: 500_000_000 },
       features: [
         { featureSlug: 'seats', featureType: 'flat', config: { price: '20' } },
         { featureSlug: 'calls', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' } },
@@ -76,15 +98,29 @@ const catalog = {
   customers: [{ id: 'acme' }, { id: 'globex' }, { id: 'initech' }],
   subscriptions: [
     {
-      id: 'sub-acme', customerId: 'acme',
-      phases: [{
-        plan: 'arrear', version: 1, startAt: OCT,
-        items: [{ featureSlug: 'seats', units: 3 }, { featureSlug: 'bundles', units: 2500 }, { featureSlug: 'vol-seats', units: 10001 }, { featureSlug: 'grad-seats', units: 25000 }],
-      }],
+      id: 'sub-acme',
+      customerId: 'acme',
+      phases: [
+        {
+          plan: 'arrear',
+          version: 1,
+          startAt: OCT,
+          items: [
+            { featureSlug: 'seats', units: 3 },
+            { featureSlug: 'bundles', units: 2500 },
+            { featureSlug: 'vol-seats', units: 10001 },
+            { featureSlug: 'grad-seats', units: 25000 },
+          ],
+        },
+      ],
     },
     { id: 'sub-globex', customerId: 'globex', phases: [{ plan: 'advance', version: 1, startAt: OCT, items: [{ featureSlug: 'seats', units: 3 }] }] },
     // One month of trial: October is included, November on.
-    { id: 'sub-initech', customerId: 'initech', phases: [{ plan: 'advance', version: 1, startAt: OCT, trialUnits: 1, items: [{ featureSlug: 'seats', units: 2 }] }] },
+    {
+      id: 'sub-initech',
+      customerId: 'initech',
+      phases: [{ plan: 'advance', version: 1, startAt: OCT, trialUnits: 1, items: [{ featureSlug: 'seats', units: 2 }] }],
+    },
   ],
 }
 
@@ -100,15 +136,18 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
 
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'metering-invoices-'))
-    gw = await startTestGateway({
-      clickhouse: 'on',
-      clickhouseUrl: kind === 'server' ? inject('clickhouseUrl') : undefined,
-      clickhouseDatabase: database,
-      dataDir,
-      journalIntervalMs: 0,
-      invoiceIntervalMs: 0,
-      events: { queueName: `test-invoices-${suffix}` },
-    }, OCT + HOUR_MS)
+    gw = await startTestGateway(
+      {
+        clickhouse: 'on',
+        clickhouseUrl: kind === 'server' ? inject('clickhouseUrl') : undefined,
+        clickhouseDatabase: database,
+        dataDir,
+        journalIntervalMs: 0,
+        invoiceIntervalMs: 0,
+        events: { queueName: `test-invoices-${suffix}` },
+      },
+      OCT + HOUR_MS,
+    )
     expect(gw.clickhouse?.kind).toBe(kind)
     ;({ projectId, apiKey: key } = await gw.project())
     // Other suites' gateways drain every outbox list into their own databases: hold this
@@ -125,9 +164,18 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
   })
 
   async function usage(customerId: string, slug: string, tsMs: number, value: string, project = projectId) {
-    await insertEventsOnce(gw.clickhouse!, [{
-      project_id: project, event_id: `e${++seq}`, customer_id: customerId, event_slug: slug, feature_slug: slug, value, properties: '{}', ts_ms: tsMs,
-    }])
+    await insertEventsOnce(gw.clickhouse!, [
+      {
+        project_id: project,
+        event_id: `e${++seq}`,
+        customer_id: customerId,
+        event_slug: slug,
+        feature_slug: slug,
+        value,
+        properties: '{}',
+        ts_ms: tsMs,
+      },
+    ])
   }
 
   async function read(invoiceId: string, apiKey = key) {
@@ -170,7 +218,10 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     expect(report.created).toContain(acmeOct())
 
     const { invoice, lines } = await read(acmeOct())
-    expect(Value.Check(InvoiceGetResponseSchema, { invoice, lines }), JSON.stringify([...Value.Errors(InvoiceGetResponseSchema, { invoice, lines })].slice(0, 3))).toBe(true)
+    expect(
+      Value.Check(InvoiceGetResponseSchema, { invoice, lines }),
+      JSON.stringify([...Value.Errors(InvoiceGetResponseSchema, { invoice, lines })].slice(0, 3)),
+    ).toBe(true)
     expect(lines.map((l) => l.kind)).toEqual(['fee', 'fee', 'fee', 'fee', 'usage', 'usage', 'usage', 'usage', 'usage', 'usage'])
     expect(byFeature(lines, 'fee')).toEqual({
       seats: 6000000000, // 3 × $20
@@ -189,12 +240,35 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     expect(lines.find((l) => l.description.startsWith('api'))!.quantity).toBe(1234.56789012)
     const gross = 6000000000 + 1500000000 + 7000500000 + 18200000000 + 246913578 + 7000500000 + 1500400000 + 1500000000 + 3000000 + 2
     expect(invoice).toMatchObject({
-      id: acmeOct(), project_id: projectId, subscription_id: 'sub-acme', customer_id: 'acme', status: 'unpaid', currency: 'USD',
-      statement_start_at: OCT, statement_end_at: NOV, issue_date: NOV + HOUR_MS, due_at: NOV + HOUR_MS, past_due_at: NOV + HOUR_MS + 7 * 86_400_000,
-      sent_at: 0, paid_at: 0, gross_amount: gross, amount_due: gross, amount_paid: 0, amount_included: 0,
+      id: acmeOct(),
+      project_id: projectId,
+      subscription_id: 'sub-acme',
+      customer_id: 'acme',
+      status: 'unpaid',
+      currency: 'USD',
+      statement_start_at: OCT,
+      statement_end_at: NOV,
+      issue_date: NOV + HOUR_MS,
+      due_at: NOV + HOUR_MS,
+      past_due_at: NOV + HOUR_MS + 7 * 86_400_000,
+      sent_at: 0,
+      paid_at: 0,
+      gross_amount: gross,
+      amount_due: gross,
+      amount_paid: 0,
+      amount_included: 0,
     })
     for (const l of lines) {
-      expect(l).toMatchObject({ settlement_source: 'provider', settlement_status: 'due', collectable: true, amount_due: l.amount, amount_paid: 0, wallet_credit_id: '', currency: 'USD', created_at: new Date(NOV + HOUR_MS).toISOString() })
+      expect(l).toMatchObject({
+        settlement_source: 'provider',
+        settlement_status: 'due',
+        collectable: true,
+        amount_due: l.amount,
+        amount_paid: 0,
+        wallet_credit_id: '',
+        currency: 'USD',
+        created_at: new Date(NOV + HOUR_MS).toISOString(),
+      })
     }
     expect(new Set(lines.map((l) => l.entry_id)).size).toBe(lines.length)
     // The provider boundary: amount_due rounded once to cents, half to even.
@@ -207,7 +281,10 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     const before = await read(acmeOct())
     const journalBefore = await gw.redis.llen(journalKey(projectId))
     const others = [0, 1, 2].map(() => new InvoiceService(gw.redis, gw.clock, gw.clickhouse, undefined))
-    const reports = await Promise.all([invoices.closeDueCycles(projectId, NOV + 2 * HOUR_MS), ...others.map((o) => o.closeDueCycles(projectId, NOV + 3 * HOUR_MS))])
+    const reports = await Promise.all([
+      invoices.closeDueCycles(projectId, NOV + 2 * HOUR_MS),
+      ...others.map((o) => o.closeDueCycles(projectId, NOV + 3 * HOUR_MS)),
+    ])
     for (const r of reports) expect(r).toMatchObject({ created: [], finalized: [], errors: [] })
     expect(await read(acmeOct())).toEqual(before)
     expect(await gw.redis.llen(journalKey(projectId))).toBe(journalBefore)
@@ -261,7 +338,13 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     ])
     expect(nov.lines[0]).toMatchObject({ amount_paid: 5000000000, amount_due: 0, wallet_credit_source: 'promo', wallet_id: 'globex', collectable: false })
     expect(nov.lines[2]).toMatchObject({ amount_included: 500000000, amount_due: 0, collectable: false })
-    expect(nov.invoice).toMatchObject({ status: 'unpaid', gross_amount: 7500000000, amount_paid: 5000000000, amount_included: 500000000, amount_due: 2000000000 })
+    expect(nov.invoice).toMatchObject({
+      status: 'unpaid',
+      gross_amount: 7500000000,
+      amount_paid: 5000000000,
+      amount_included: 500000000,
+      amount_due: 2000000000,
+    })
 
     // Re-running with the wallet applies nothing twice.
     await withWallet.closeDueCycles(p3, DEC + 2 * HOUR_MS)
@@ -273,7 +356,10 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     await withWallet.closeDueCycles(p3, JAN + HOUR_MS)
     const dec = await read(globex(DEC), k3)
     expect(dec.invoice).toMatchObject({ status: 'paid', paid_at: JAN + HOUR_MS, amount_due: 0, gross_amount: 6000000000, amount_paid: 6000000000 })
-    expect(dec.lines.map((l) => [l.kind, l.settlement_source, l.settlement_status, l.wallet_credit_source])).toEqual([['fee', 'cash_wallet', 'paid', 'cash_wallet'], ['usage', 'provider', 'due', '']])
+    expect(dec.lines.map((l) => [l.kind, l.settlement_source, l.settlement_status, l.wallet_credit_source])).toEqual([
+      ['fee', 'cash_wallet', 'paid', 'cash_wallet'],
+      ['usage', 'provider', 'due', ''],
+    ])
     const balance = await wallet.balance(p3, 'globex')
     expect(balance.ok && balance.value.available.ledger_amount).toBe(100_000_000_000 - 6_000_000_000)
   })
@@ -302,7 +388,9 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     await invoices.closeDueCycles(projectId, JAN + HOUR_MS)
     const dec = await read(invoiceIdOf(projectId, 'acme', 'sub-acme', DEC))
     // 12,000 graduated = 117 vs 112 billed → 5
-    expect(dec.lines.filter((l) => l.kind === 'adjustment').map((l) => [l.description.split(':')[0], l.quantity, l.amount])).toEqual([['tok-grad', 1000, 500000000]])
+    expect(dec.lines.filter((l) => l.kind === 'adjustment').map((l) => [l.description.split(':')[0], l.quantity, l.amount])).toEqual([
+      ['tok-grad', 1000, 500000000],
+    ])
     // Billed once: January's invoice has no adjustment; and October is past the late-usage window (35 days) by then.
     await usage('acme', 'tok-grad', OCT + 23 * HOUR_MS, '1000')
     await invoices.closeDueCycles(projectId, Date.UTC(2027, 1, 1) + HOUR_MS)
@@ -324,14 +412,17 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     expect(drained.deadLettered).toBe(0)
     const stored = await gw.clickhouse!.query<{ n: string; total: string }>(
       `SELECT toString(count()) AS n, toString(sum(toDecimal128(amount, 0))) AS total FROM ${database}.invoice_lines FINAL
-       WHERE project_id = ${sqlLiteral(projectId)} AND invoice_id = ${sqlLiteral(acmeOct())}`)
+       WHERE project_id = ${sqlLiteral(projectId)} AND invoice_id = ${sqlLiteral(acmeOct())}`,
+    )
     expect(stored[0]!.n).toBe(String(lines.length))
     expect(canonicalDecimal(stored[0]!.total)).toBe(String(lines.reduce((s, l) => s + BigInt(l.amount), 0n)))
-    const all = await gw.clickhouse!.query<{ n: string }>(`SELECT toString(count()) AS n FROM ${database}.invoice_lines FINAL WHERE project_id = ${sqlLiteral(projectId)}`)
+    const all = await gw.clickhouse!.query<{ n: string }>(
+      `SELECT toString(count()) AS n FROM ${database}.invoice_lines FINAL WHERE project_id = ${sqlLiteral(projectId)}`,
+    )
     expect(Number(all[0]!.n)).toBe(rows.length)
   })
 
-  test('a trial cycle: its own fee and usage are included (trial); the next cycle\'s fee, billed in advance, is due', async () => {
+  test("a trial cycle: its own fee and usage are included (trial); the next cycle's fee, billed in advance, is due", async () => {
     const oct = await read(invoiceIdOf(projectId, 'initech', 'sub-initech', OCT))
     expect(oct.lines.map((l) => [l.kind, l.amount, l.settlement_source, l.settlement_status, l.amount_included, l.amount_due])).toEqual([
       ['fee', 4000000000, 'trial', 'included', 4000000000, 0], // October's 2 seats: trial
@@ -341,7 +432,10 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     expect(oct.invoice).toMatchObject({ status: 'unpaid', gross_amount: 8000000000, amount_included: 4000000000, amount_due: 4000000000 })
     // November, after the trial: no fee of its own (December's in advance), nothing included.
     const nov = await read(invoiceIdOf(projectId, 'initech', 'sub-initech', NOV))
-    expect(nov.lines.map((l) => [l.kind, l.amount, l.settlement_source])).toEqual([['fee', 4000000000, 'provider'], ['usage', 0, 'provider']])
+    expect(nov.lines.map((l) => [l.kind, l.amount, l.settlement_source])).toEqual([
+      ['fee', 4000000000, 'provider'],
+      ['usage', 0, 'provider'],
+    ])
   })
 
   test('a close that fails after the draft (the wallet down) leaves a draft; the next run finalizes that draft, applying credits once', async () => {
@@ -352,7 +446,11 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     expect((await wallet.grant(p5, { customerId: 'globex', amount: 1_000_000_000n, source: 'promo', idempotencyKey: 'p' })).ok).toBe(true)
     const down = new InvoiceService(gw.redis, gw.clock, gw.clickhouse, { applyToInvoice: () => Promise.reject(new Error('wallet down')) })
     const failed = await down.closeDueCycles(p5, NOV + HOUR_MS)
-    expect(failed.errors.map((e) => [e.subscriptionId, e.message])).toEqual([['sub-acme', 'wallet down'], ['sub-globex', 'wallet down'], ['sub-initech', 'wallet down']])
+    expect(failed.errors.map((e) => [e.subscriptionId, e.message])).toEqual([
+      ['sub-acme', 'wallet down'],
+      ['sub-globex', 'wallet down'],
+      ['sub-initech', 'wallet down'],
+    ])
     const id = invoiceIdOf(p5, 'globex', 'sub-globex', OCT)
     const draft = await read(id, k5)
     // Readable meanwhile: a draft, its totals before the wallet.
@@ -435,7 +533,7 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     expect(await read(invoiceIdOf(p6, 'acme', 'sub-acme', OCT), k6)).toEqual(oct)
   })
 
-  test('GET: 404 for an unknown invoice and for another project\'s', async () => {
+  test("GET: 404 for an unknown invoice and for another project's", async () => {
     expectError(await gw.get('/v1/invoices/get/inv_000000000000000000000000', key), 404, 'NOT_FOUND', 'https://docs.metering.dev')
     const other = await gw.project()
     expectError(await gw.get(`/v1/invoices/get/${acmeOct()}`, other.apiKey), 404, 'NOT_FOUND', 'https://docs.metering.dev')

@@ -59,7 +59,14 @@ function ok<T>(result: { ok: true; value: T } | { ok: false }): T {
 
 /** A budget with one hard daily limit of 10 and a 1 s default hold ttl. */
 async function budget(budgets: BudgetService, projectId: string, key: string): Promise<void> {
-  ok(await budgets.upsert(projectId, { key, unit: 'USD', limits: [{ id: 'daily', window: 'day', enforce: 'hard', amount: '10' }], holds: { defaultTtlMs: 1000 } }))
+  ok(
+    await budgets.upsert(projectId, {
+      key,
+      unit: 'USD',
+      limits: [{ id: 'daily', window: 'day', enforce: 'hard', amount: '10' }],
+      holds: { defaultTtlMs: 1000 },
+    }),
+  )
 }
 
 const backends: ['server' | 'embedded'][] = [['server'], ['embedded']]
@@ -119,11 +126,56 @@ describe.each(backends)('journal outbox into ClickHouse (%s)', (kind) => {
 
     const rows = await journalRows(store, p)
     expect(rows).toEqual([
-      { movement_id: `lazy#expiry:${lazyHold}`, budget_key: 'lazy', kind: 'expiry', hold_id: lazyHold, amount: '0.5', unit: 'USD', idempotency_key: 'step-3', ts_ms: String(lazyDeadline) },
-      { movement_id: `team/a#charge:${T0}:c-1`, budget_key: 'team/a', kind: 'charge', hold_id: '', amount: '1.25', unit: 'USD', idempotency_key: 'c-1', ts_ms: String(T0) },
-      { movement_id: `team/a#record:${T0}:r-1`, budget_key: 'team/a', kind: 'record', hold_id: '', amount: '100.00000001', unit: 'USD', idempotency_key: 'r-1', ts_ms: String(T0) },
-      { movement_id: `team/a#release:${released}`, budget_key: 'team/a', kind: 'release', hold_id: released, amount: '0', unit: 'USD', idempotency_key: 'step-2', ts_ms: String(T0) },
-      { movement_id: `team/a#settle:${settled}`, budget_key: 'team/a', kind: 'settle', hold_id: settled, amount: '2.5', unit: 'USD', idempotency_key: 'step-1', ts_ms: String(T0) },
+      {
+        movement_id: `lazy#expiry:${lazyHold}`,
+        budget_key: 'lazy',
+        kind: 'expiry',
+        hold_id: lazyHold,
+        amount: '0.5',
+        unit: 'USD',
+        idempotency_key: 'step-3',
+        ts_ms: String(lazyDeadline),
+      },
+      {
+        movement_id: `team/a#charge:${T0}:c-1`,
+        budget_key: 'team/a',
+        kind: 'charge',
+        hold_id: '',
+        amount: '1.25',
+        unit: 'USD',
+        idempotency_key: 'c-1',
+        ts_ms: String(T0),
+      },
+      {
+        movement_id: `team/a#record:${T0}:r-1`,
+        budget_key: 'team/a',
+        kind: 'record',
+        hold_id: '',
+        amount: '100.00000001',
+        unit: 'USD',
+        idempotency_key: 'r-1',
+        ts_ms: String(T0),
+      },
+      {
+        movement_id: `team/a#release:${released}`,
+        budget_key: 'team/a',
+        kind: 'release',
+        hold_id: released,
+        amount: '0',
+        unit: 'USD',
+        idempotency_key: 'step-2',
+        ts_ms: String(T0),
+      },
+      {
+        movement_id: `team/a#settle:${settled}`,
+        budget_key: 'team/a',
+        kind: 'settle',
+        hold_id: settled,
+        amount: '2.5',
+        unit: 'USD',
+        idempotency_key: 'step-1',
+        ts_ms: String(T0),
+      },
     ])
 
     // Draining again finds nothing; the amounts add up to what the budget consumed.
@@ -198,16 +250,17 @@ describe.each(backends)('journal outbox into ClickHouse (%s)', (kind) => {
     const p = `p-${uniquePrefix()}`
     const keys = Array.from({ length: 20 }, (_, i) => `b-${i}`)
     for (const key of keys) await budget(budgets, p, key)
-    await Promise.all(keys.flatMap((key) => Array.from({ length: 15 }, (_, j) =>
-      budgets.record(p, { key, amount: `0.0${j + 1}`, idempotencyKey: `r-${j}` }))))
+    await Promise.all(keys.flatMap((key) => Array.from({ length: 15 }, (_, j) => budgets.record(p, { key, amount: `0.0${j + 1}`, idempotencyKey: `r-${j}` }))))
 
     // A drainer that read 5 lists and inserted their rows, then died before trimming.
     const crashed = keys.slice(0, 5).map((key) => journalKey(budgetTag(p, key)))
     const taken = (await Promise.all(crashed.map((list) => redis.lrange(list, 0, -1)))).flat()
-    const rows = taken.map((entry) => parseEntry(entry, journalTables)).map((x) => {
-      if (!('table' in x)) throw new Error(x.dead)
-      return x
-    })
+    const rows = taken
+      .map((entry) => parseEntry(entry, journalTables))
+      .map((x) => {
+        if (!('table' in x)) throw new Error(x.dead)
+        return x
+      })
     expect(await insertJournalRows(store, rows)).toMatchObject({ inserted: 75, skipped: 0 })
 
     // Two drainers at once, small batches so that they interleave over many rounds.
@@ -241,7 +294,10 @@ describe.each(backends)('journal outbox into ClickHouse (%s)', (kind) => {
     expect(round).toMatchObject({ entries: 6, deadLettered: 2, failed: 2 })
     expect(await redis.lrange(list, 0, -1)).toHaveLength(2)
     const dead = (await redis.lrange(DEAD_LETTER_KEY, before, -1)).map((d) => JSON.parse(d) as { list: string; reason: string })
-    expect(dead.map((d) => [d.list, d.reason])).toEqual([[list, 'unknown table "no_such_table" (not in src/journal/tables.ts)'], [list, 'row is not JSON']])
+    expect(dead.map((d) => [d.list, d.reason])).toEqual([
+      [list, 'unknown table "no_such_table" (not in src/journal/tables.ts)'],
+      [list, 'row is not JSON'],
+    ])
 
     // With the registry as shipped, the stuck entry is dead-lettered and the charge after it stored.
     expect(await drainJournal({ redis, store })).toMatchObject({ entries: 2, deadLettered: 1, failed: 0 })
@@ -280,7 +336,12 @@ describe('journal outbox on the 3-master Redis Cluster', () => {
   beforeAll(async () => {
     store = await openClickHouse({ url: inject('clickhouseUrl'), dataDir: os.tmpdir(), database })
     await migrate(store)
-    cluster = connectRedis(`redis+cluster://${inject('clusterNodes').map((n) => `${n.host}:${n.port}`).join(',')}`, 'test-journal')
+    cluster = connectRedis(
+      `redis+cluster://${inject('clusterNodes')
+        .map((n) => `${n.host}:${n.port}`)
+        .join(',')}`,
+      'test-journal',
+    )
     await loadLibrary(cluster)
   })
 
@@ -319,13 +380,22 @@ describe('the journal worker of the gateway', () => {
     const gw0 = await startTestGateway({ clickhouse: 'off' }, T0)
     const { projectId, apiKey } = await gw0.project()
     await gw0.close()
-    const gw = await startTestGateway({
-      clickhouse: 'on', clickhouseUrl: inject('clickhouseUrl'), clickhouseDatabase: database, ingestWorker: false,
-      journalIntervalMs: 20, journalMatch: projectJournalPatterns(projectId),
-    }, T0)
+    const gw = await startTestGateway(
+      {
+        clickhouse: 'on',
+        clickhouseUrl: inject('clickhouseUrl'),
+        clickhouseDatabase: database,
+        ingestWorker: false,
+        journalIntervalMs: 20,
+        journalMatch: projectJournalPatterns(projectId),
+      },
+      T0,
+    )
     try {
       expect(gw.journal).toBeDefined()
-      expect((await gw.post('/v1/budgets/upsert', { key: 'agent', limits: [{ id: 'l', window: 'month', enforce: 'hard', amount: '50' }] }, apiKey)).status).toBe(200)
+      expect(
+        (await gw.post('/v1/budgets/upsert', { key: 'agent', limits: [{ id: 'l', window: 'month', enforce: 'hard', amount: '50' }] }, apiKey)).status,
+      ).toBe(200)
       const hold = await gw.post('/v1/budgets/authorize', { key: 'agent', amount: '5', idempotencyKey: 'run-1' }, apiKey)
       expect(hold.status).toBe(200)
       const settle = { key: 'agent', holdId: hold.body.holdId, amount: '4.2' }
@@ -334,7 +404,9 @@ describe('the journal worker of the gateway', () => {
       expect((await gw.post('/v1/budgets/charge', { key: 'agent', amount: '0.3', idempotencyKey: 'x' }, apiKey)).status).toBe(200)
 
       // The worker's own rounds, every 20 ms: wait (bounded) until they have stored both.
-      await waitFor('the journal worker to drain the movements', async () => (await journalRows(gw.clickhouse!, projectId)).length >= 2, 10_000, { intervalMs: 20 })
+      await waitFor('the journal worker to drain the movements', async () => (await journalRows(gw.clickhouse!, projectId)).length >= 2, 10_000, {
+        intervalMs: 20,
+      })
       await gw.journal!.drainNow() // a round after them all: nothing more arrives
       const rows = await journalRows(gw.clickhouse!, projectId)
       expect(rows.map((r) => [r.kind, r.amount, r.idempotency_key])).toEqual([

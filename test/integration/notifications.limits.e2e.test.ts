@@ -24,17 +24,34 @@ let r: Receiver
 const CATALOG = {
   // Meters that sum properties.value: the ClickHouse rows' value is what the meter counts.
   features: [
-    { slug: 'tokens', title: 'Tokens', unitOfMeasure: 'tokens', meterConfig: { eventSlug: 'tokens', aggregationMethod: 'sum', aggregationField: 'value', windowSize: 'MINUTE' } },
-    { slug: 'calls', title: 'Calls', unitOfMeasure: 'calls', meterConfig: { eventSlug: 'calls', aggregationMethod: 'sum', aggregationField: 'value', windowSize: 'MINUTE' } },
+    {
+      slug: 'tokens',
+      title: 'Tokens',
+      unitOfMeasure: 'tokens',
+      meterConfig: { eventSlug: 'tokens', aggregationMethod: 'sum', aggregationField: 'value', windowSize: 'MINUTE' },
+    },
+    {
+      slug: 'calls',
+      title: 'Calls',
+      unitOfMeasure: 'calls',
+      meterConfig: { eventSlug: 'calls', aggregationMethod: 'sum', aggregationField: 'value', windowSize: 'MINUTE' },
+    },
   ],
   plans: [{ slug: 'pro', title: 'Pro' }],
-  planVersions: [{
-    plan: 'pro', version: 1, status: 'published', title: 'Pro', currency: 'USD', billingConfig: { billingInterval: 'month' },
-    features: [
-      { featureSlug: 'tokens', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, limit: 100 },
-      { featureSlug: 'calls', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' } },
-    ],
-  }],
+  planVersions: [
+    {
+      plan: 'pro',
+      version: 1,
+      status: 'published',
+      title: 'Pro',
+      currency: 'USD',
+      billingConfig: { billingInterval: 'month' },
+      features: [
+        { featureSlug: 'tokens', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, limit: 100 },
+        { featureSlug: 'calls', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' } },
+      ],
+    },
+  ],
   customers: [{ id: 'lc' }, { id: 'other' }],
   subscriptions: [
     { id: 'lc-sub', customerId: 'lc', phases: [{ plan: 'pro', version: 1, startAt: Date.UTC(2026, 10, 1) }] },
@@ -61,10 +78,16 @@ describe.each([['server'], ['embedded']] as const)('limit.reached, ClickHouse st
     process.env.METERING_NOTIFICATIONS_QUEUE = `test-notifications-${kind}-${suffix}`
     process.env.METERING_WEBHOOK_QUEUE = `test-webhooks-${kind}-${suffix}`
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'metering-limits-'))
-    gw = await startTestGateway({
-      clickhouse: 'on', clickhouseUrl: kind === 'server' ? inject('clickhouseUrl') : undefined, clickhouseDatabase: database, dataDir,
-      events: { queueName: `test-limits-${kind}-${suffix}` },
-    }, START)
+    gw = await startTestGateway(
+      {
+        clickhouse: 'on',
+        clickhouseUrl: kind === 'server' ? inject('clickhouseUrl') : undefined,
+        clickhouseDatabase: database,
+        dataDir,
+        events: { queueName: `test-limits-${kind}-${suffix}` },
+      },
+      START,
+    )
     expect(gw.clickhouse?.kind).toBe(kind)
   })
   afterAll(async () => {
@@ -101,7 +124,7 @@ describe.each([['server'], ['embedded']] as const)('limit.reached, ClickHouse st
     await record('lc', 'calls', 'c1', 1_000_000) // a feature without a limit: none
     gw.clock.advance(1)
     await drained('lc', 60)
-    await waitFor('the other customer\'s notification', () => (ofProject().length >= 1 ? true : undefined))
+    await waitFor("the other customer's notification", () => (ofProject().length >= 1 ? true : undefined))
     await untilQueuesIdle(gw.redis, [`test-limits-${kind}-${suffix}`, process.env.METERING_NOTIFICATIONS_QUEUE!, process.env.METERING_WEBHOOK_QUEUE!]) // ingest, checks and deliveries done
     expect(ofProject().map((x) => JSON.parse(x.body).data.customerId)).toEqual(['other'])
 
@@ -115,7 +138,8 @@ describe.each([['server'], ['embedded']] as const)('limit.reached, ClickHouse st
     expect(verifySignature(secret, reached.headers['x-metering-signature'] as string, reached.body, Math.floor(gw.clock() / 1000))).toBe(true)
     const payload = JSON.parse(reached.body)
     expect(payload).toMatchObject({
-      type: 'limit.reached', projectId,
+      type: 'limit.reached',
+      projectId,
       data: { customerId: 'lc', featureSlug: 'tokens', limit: 100, used: 100, window: 'month', resetsAt: RESETS_AT },
     })
     expect(payload.data.entitlementId).toMatch(/^ent_/)
@@ -123,15 +147,29 @@ describe.each([['server'], ['embedded']] as const)('limit.reached, ClickHouse st
 
     // More usage, single and batch, and a retried event: no second notification this period.
     await record('lc', 'tokens', 'a3', 5)
-    await gw.post('/v1/usage/record-batch', { events: [
-      { customerId: 'lc', eventSlug: 'tokens', id: 'a4', properties: { value: 7 } },
-      { customerId: 'lc', eventSlug: 'tokens', id: 'a2', properties: { value: 40 } },
-    ] }, apiKey)
+    await gw.post(
+      '/v1/usage/record-batch',
+      {
+        events: [
+          { customerId: 'lc', eventSlug: 'tokens', id: 'a4', properties: { value: 7 } },
+          { customerId: 'lc', eventSlug: 'tokens', id: 'a2', properties: { value: 40 } },
+        ],
+      },
+      apiKey,
+    )
     gw.clock.advance(1)
     await drained('lc', 112)
     // The limit check of the same period, run again directly (as a retried batch or a restarted worker would): nothing more.
     const { LimitChecker } = await import('../../src/notifications/limits.js')
-    const again = new LimitChecker({ redis: gw.redis, analytics: gw.services.analytics, queue: async () => { throw new Error('must not queue') }, clock: gw.clock, logger: gw.logger })
+    const again = new LimitChecker({
+      redis: gw.redis,
+      analytics: gw.services.analytics,
+      queue: async () => {
+        throw new Error('must not queue')
+      },
+      clock: gw.clock,
+      logger: gw.logger,
+    })
     expect(await again.check(projectId, 'lc', 'tokens', gw.clock())).toBe(false)
     await untilQueuesIdle(gw.redis, [`test-limits-${kind}-${suffix}`, process.env.METERING_NOTIFICATIONS_QUEUE!, process.env.METERING_WEBHOOK_QUEUE!]) // ingest, checks and deliveries done
     const lc = ofProject().filter((x) => JSON.parse(x.body).data.customerId === 'lc')

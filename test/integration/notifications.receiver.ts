@@ -34,11 +34,23 @@ export async function startReceiver(fallback = 200): Promise<Receiver> {
   return {
     url: `http://127.0.0.1:${port}/hooks`,
     received,
-    get statuses() { return state.statuses },
-    set statuses(v: number[]) { state.statuses = v },
-    get fallback() { return state.fallback },
-    set fallback(v: number) { state.fallback = v },
-    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }),
+    get statuses() {
+      return state.statuses
+    },
+    set statuses(v: number[]) {
+      state.statuses = v
+    },
+    get fallback() {
+      return state.fallback
+    },
+    set fallback(v: number) {
+      state.fallback = v
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
   }
 }
 

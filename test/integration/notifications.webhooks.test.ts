@@ -59,12 +59,20 @@ describe('webhook endpoints: /v1/webhooks/upsert, list, delete', () => {
     expect(created.id).toMatch(/^wh_[0-9a-f]{24}$/)
     expect(created.secret).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/)
 
-    const updated = await ok('/v1/webhooks/upsert', { id: created.id, url: 'https://example.test/v2', events: ['limit.reached', 'limit.crossed'], enabled: false }, apiKey)
+    const updated = await ok(
+      '/v1/webhooks/upsert',
+      { id: created.id, url: 'https://example.test/v2', events: ['limit.reached', 'limit.crossed'], enabled: false },
+      apiKey,
+    )
     expect(updated).toMatchObject({ id: created.id, url: 'https://example.test/v2', enabled: false, created: false, createdAt: created.createdAt })
     expect(updated.secret).toBeUndefined()
 
     gw.clock.advance(1)
-    const named = await ok('/v1/webhooks/upsert', { id: 'billing-hook', url: 'http://127.0.0.1:1/x', secret: 'my-own-secret-0123456789', events: ['limit.crossed'] }, apiKey)
+    const named = await ok(
+      '/v1/webhooks/upsert',
+      { id: 'billing-hook', url: 'http://127.0.0.1:1/x', secret: 'my-own-secret-0123456789', events: ['limit.crossed'] },
+      apiKey,
+    )
     expect(named).toMatchObject({ id: 'billing-hook', created: true })
     expect(named.secret).toBeUndefined()
 
@@ -122,7 +130,11 @@ describe('delivery', () => {
     expect(verifySignature(hook.secret, signature, got.body, nowS + 3600)).toBe(false)
 
     const payload = JSON.parse(got.body)
-    expect(payload).toMatchObject({ type: 'limit.crossed', projectId, data: { budgetKey: 'wallet', crossed: [{ limitId: 'cap', enforce: 'soft', amount: '10', consumed: '15' }] } })
+    expect(payload).toMatchObject({
+      type: 'limit.crossed',
+      projectId,
+      data: { budgetKey: 'wallet', crossed: [{ limitId: 'cap', enforce: 'soft', amount: '10', consumed: '15' }] },
+    })
     expect(payload.id).toMatch(/^ntf_/)
     expect(typeof payload.createdAt).toBe('number')
     // One delivery; the endpoint subscribed to limit.reached only gets nothing.
@@ -143,7 +155,8 @@ describe('delivery', () => {
     const ids = new Set(r.received.map((x) => x.headers['x-metering-delivery']))
     expect(ids.size).toBe(1)
     expect(new Set(r.received.map((x) => x.body)).size).toBe(1)
-    for (const attempt of r.received) expect(verifySignature(hook.secret, attempt.headers['x-metering-signature'] as string, attempt.body, Math.floor(Date.now() / 1000))).toBe(true)
+    for (const attempt of r.received)
+      expect(verifySignature(hook.secret, attempt.headers['x-metering-signature'] as string, attempt.body, Math.floor(Date.now() / 1000))).toBe(true)
     // Backoff: the second retry waited longer than the first.
     const [a, b, c] = r.received.map((x) => x.at)
     expect(b! - a!).toBeGreaterThanOrEqual(30)
@@ -168,7 +181,13 @@ describe('delivery', () => {
     expect(good.received).toHaveLength(1)
     expect(failing.received).toHaveLength(ATTEMPTS)
     const byEndpoint = Object.fromEntries(failures.map((f: { endpointId: string }) => [f.endpointId, f]))
-    expect(byEndpoint.dead).toMatchObject({ url: dead.url, attempts: ATTEMPTS, lastStatus: null, type: 'limit.crossed', notification: { projectId, budgetKey: 'wallet' } })
+    expect(byEndpoint.dead).toMatchObject({
+      url: dead.url,
+      attempts: ATTEMPTS,
+      lastStatus: null,
+      type: 'limit.crossed',
+      notification: { projectId, budgetKey: 'wallet' },
+    })
     expect(byEndpoint.dead.deliveryId).toMatch(/^dlv_[0-9a-f]{32}$/)
     expect(byEndpoint.failing).toMatchObject({ attempts: ATTEMPTS, lastStatus: 500, lastError: 'HTTP 500' })
     expect(byEndpoint.failing.deliveryId).toBe(failing.received[0]!.headers['x-metering-delivery'])

@@ -58,9 +58,16 @@ const cancelUrl = (customerId: string) => `${shopUrl}/billing/cancelled?customer
 
 /** The setup link for a customer, as the API answers it. */
 async function setupLink(customerId: string): Promise<string> {
-  const res = await gw.post('/v1/payment-methods/create', {
-    paymentProvider: 'sandbox', customerId, successUrl: successUrl(customerId), cancelUrl: cancelUrl(customerId),
-  }, project.apiKey)
+  const res = await gw.post(
+    '/v1/payment-methods/create',
+    {
+      paymentProvider: 'sandbox',
+      customerId,
+      successUrl: successUrl(customerId),
+      cancelUrl: cancelUrl(customerId),
+    },
+    project.apiKey,
+  )
   expect(res.status, JSON.stringify(res.body)).toBe(200)
   expect(res.body.url.startsWith(`${gw.url}/v1/payment-methods/sandbox/setup/`)).toBe(true)
   return res.body.url
@@ -94,12 +101,22 @@ async function open(page: Page, link: string): Promise<void> {
   expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Add a test card')
 }
 
-interface TypedCard { name?: string; number?: string; expMonth?: string; expYear?: string; cvc?: string }
+interface TypedCard {
+  name?: string
+  number?: string
+  expMonth?: string
+  expYear?: string
+  cvc?: string
+}
 
 /** Types into the fields found by their visible labels (clearing what a refused submission refilled). */
 async function typeCard(page: Page, card: TypedCard): Promise<void> {
   const fields: [string, string | undefined][] = [
-    ['Name on card', card.name], ['Card number', card.number], ['Expiry month', card.expMonth], ['Expiry year', card.expYear], ['CVC', card.cvc],
+    ['Name on card', card.name],
+    ['Card number', card.number],
+    ['Expiry month', card.expMonth],
+    ['Expiry year', card.expYear],
+    ['CVC', card.cvc],
   ]
   for (const [label, text] of fields) {
     if (text === undefined) continue
@@ -154,12 +171,15 @@ describe('sandbox setup page in headless Chromium', () => {
 
   test('the form works with JavaScript disabled (a plain HTML form post and 303)', async () => {
     const link = await setupLink('ben')
-    await withPage(async (page) => {
-      await open(page, link)
-      await typeCard(page, { name: 'Ben Example', number: '3782 822463 10005', expMonth: '12', expYear: '29', cvc: '1234' })
-      await addCard(page)
-      await page.waitForURL(successUrl('ben'))
-    }, { javaScriptEnabled: false })
+    await withPage(
+      async (page) => {
+        await open(page, link)
+        await typeCard(page, { name: 'Ben Example', number: '3782 822463 10005', expMonth: '12', expYear: '29', cvc: '1234' })
+        await addCard(page)
+        await page.waitForURL(successUrl('ben'))
+      },
+      { javaScriptEnabled: false },
+    )
     expect(await listed('ben')).toMatchObject([{ name: 'Ben Example', last4: '0005', brand: 'amex', expMonth: 12, expYear: 2029 }])
     expect(hitsFor('ben')).toEqual([`GET /billing/done?customer=ben`])
   })
@@ -185,7 +205,9 @@ describe('sandbox setup page in headless Chromium', () => {
     await withPage(async (page) => {
       await open(page, link)
       const posts: string[] = []
-      page.on('response', (res) => { if (res.request().method() === 'POST') posts.push(`${res.status()}`) })
+      page.on('response', (res) => {
+        if (res.request().method() === 'POST') posts.push(`${res.status()}`)
+      })
 
       // 4000 0000 0000 0002 passes Luhn but is no sandbox test card (it is the big providers' "declined" card).
       await typeCard(page, { name: 'Dot Example', number: '4000 0000 0000 0002', expMonth: '3', expYear: '2030', cvc: '123' })
@@ -225,7 +247,9 @@ describe('sandbox setup page in headless Chromium', () => {
     await withPage(async (page) => {
       await open(page, link)
       let posted = false
-      page.on('request', (req) => { if (req.method() === 'POST') posted = true })
+      page.on('request', (req) => {
+        if (req.method() === 'POST') posted = true
+      })
       await typeCard(page, { name: 'Eve Example', number: '4242 4242 4242 4242', expMonth: '5', expYear: '2030' })
       await addCard(page)
       const cvc = page.getByLabel('CVC', { exact: true })

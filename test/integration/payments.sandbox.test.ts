@@ -15,10 +15,16 @@ let project: { projectId: string; apiKey: string; keyId: string }
 beforeAll(async () => {
   gw = await startTestGateway({ paymentSetupTtlMs: TTL_MS })
   project = await gw.project()
-  const applied = await gw.post('/v1/config/apply', { customers: [{ id: 'alice' }, { id: 'bob' }, { id: 'carol' }, { id: 'dave' }, { id: 'erin' }, { id: 'frank' }, { id: 'grace' }] }, project.apiKey)
+  const applied = await gw.post(
+    '/v1/config/apply',
+    { customers: [{ id: 'alice' }, { id: 'bob' }, { id: 'carol' }, { id: 'dave' }, { id: 'erin' }, { id: 'frank' }, { id: 'grace' }] },
+    project.apiKey,
+  )
   expect(applied.status, JSON.stringify(applied.body)).toBe(200)
 })
-afterAll(async () => { await gw?.close() })
+afterAll(async () => {
+  await gw?.close()
+})
 
 async function createSetup(customerId: string, key = project.apiKey, extra: Record<string, unknown> = {}) {
   return gw.post('/v1/payment-methods/create', { paymentProvider: 'sandbox', customerId, successUrl: SUCCESS, cancelUrl: CANCEL, ...extra }, key)
@@ -41,7 +47,12 @@ async function getPage(path: string) {
 }
 
 async function submit(path: string, fields: Record<string, string>, contentType = 'application/x-www-form-urlencoded') {
-  const res = await fetch(gw.url + path, { method: 'POST', redirect: 'manual', headers: { 'content-type': contentType }, body: new URLSearchParams(fields).toString() })
+  const res = await fetch(gw.url + path, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': contentType },
+    body: new URLSearchParams(fields).toString(),
+  })
   return { status: res.status, headers: res.headers, html: await res.text() }
 }
 
@@ -70,7 +81,9 @@ describe('sandbox setup, end to end over HTTP', () => {
 
     const listed = await list('alice')
     expect(listed.status).toBe(200)
-    expect(listed.body).toEqual([{ id: expect.stringMatching(/^pm_[0-9a-f]{32}$/), name: 'Alice Example', last4: '4242', brand: 'visa', expMonth: 8, expYear: 2030 }])
+    expect(listed.body).toEqual([
+      { id: expect.stringMatching(/^pm_[0-9a-f]{32}$/), name: 'Alice Example', last4: '4242', brand: 'visa', expMonth: 8, expYear: 2030 },
+    ])
     expect(await list('alice', project.apiKey, { provider: 'sandbox', skipCache: true })).toMatchObject({ status: 200, body: listed.body })
   })
 
@@ -100,7 +113,10 @@ describe('sandbox setup, end to end over HTTP', () => {
     expect(short.html).toContain('4-digit security code')
     expect((await submit(amexPath, { ...CARD, number: '3782 822463 10005', cvc: '1234', expMonth: '12', expYear: '31' })).status).toBe(303)
     const listed = await list('bob')
-    expect(listed.body.map((m: { last4: string; brand: string; expYear: number }) => [m.last4, m.brand, m.expYear])).toEqual([['4242', 'visa', 2030], ['0005', 'amex', 2031]])
+    expect(listed.body.map((m: { last4: string; brand: string; expYear: number }) => [m.last4, m.brand, m.expYear])).toEqual([
+      ['4242', 'visa', 2030],
+      ['0005', 'amex', 2031],
+    ])
   })
 
   test('Cancel → 303 cancelUrl, nothing stored, and the link is used up', async () => {
@@ -203,7 +219,12 @@ describe('sandbox setup, end to end over HTTP', () => {
 
 describe('create and list: validation, providers, isolation', () => {
   test('successUrl and cancelUrl must be absolute http(s) URLs → 400 naming the field', async () => {
-    for (const [field, value] of [['successUrl', 'javascript:alert(1)'], ['cancelUrl', '/relative'], ['successUrl', 'ftp://x.example/'], ['cancelUrl', 'https://user:pw@x.example/']]) {
+    for (const [field, value] of [
+      ['successUrl', 'javascript:alert(1)'],
+      ['cancelUrl', '/relative'],
+      ['successUrl', 'ftp://x.example/'],
+      ['cancelUrl', 'https://user:pw@x.example/'],
+    ]) {
       const res = await createSetup('alice', project.apiKey, { [field!]: value })
       expect(res.status).toBe(400)
       expect(res.body.error.code).toBe('BAD_REQUEST')
@@ -213,7 +234,9 @@ describe('create and list: validation, providers, isolation', () => {
 
   test('an unknown provider or a missing field → 400', async () => {
     expect((await createSetup('alice', project.apiKey, { paymentProvider: 'paypal' })).status).toBe(400)
-    expect((await gw.post('/v1/payment-methods/create', { paymentProvider: 'sandbox', customerId: 'alice', successUrl: SUCCESS }, project.apiKey)).status).toBe(400)
+    expect((await gw.post('/v1/payment-methods/create', { paymentProvider: 'sandbox', customerId: 'alice', successUrl: SUCCESS }, project.apiKey)).status).toBe(
+      400,
+    )
     expect((await list('alice', project.apiKey, { provider: 'paypal' })).status).toBe(400)
   })
 
@@ -244,7 +267,11 @@ describe('create and list: validation, providers, isolation', () => {
       const p = await configured.project()
       await configured.post('/v1/config/apply', { customers: [{ id: 'zed' }] }, p.apiKey)
       for (const provider of ['stripe', 'square']) {
-        const res = await configured.post('/v1/payment-methods/create', { paymentProvider: provider, customerId: 'zed', successUrl: SUCCESS, cancelUrl: CANCEL }, p.apiKey)
+        const res = await configured.post(
+          '/v1/payment-methods/create',
+          { paymentProvider: provider, customerId: 'zed', successUrl: SUCCESS, cancelUrl: CANCEL },
+          p.apiKey,
+        )
         expect(res.status).toBe(412)
         expect(res.body.error.details.reason).toBe('provider_not_implemented')
         expect(res.body.error.message).toContain('not implemented in this version')
@@ -282,8 +309,14 @@ describe('test cards', () => {
       expect(luhnValid(number), number).toBe(true)
       expect(brandOf(number), number).not.toBe('unknown')
     }
-    expect([brandOf('4242424242424242'), brandOf('5555555555554444'), brandOf('2223003122003222'), brandOf('378282246310005'), brandOf('6011111111111117'), brandOf('3566002020360505')])
-      .toEqual(['visa', 'mastercard', 'mastercard', 'amex', 'discover', 'jcb'])
+    expect([
+      brandOf('4242424242424242'),
+      brandOf('5555555555554444'),
+      brandOf('2223003122003222'),
+      brandOf('378282246310005'),
+      brandOf('6011111111111117'),
+      brandOf('3566002020360505'),
+    ]).toEqual(['visa', 'mastercard', 'mastercard', 'amex', 'discover', 'jcb'])
   })
 
   test('expiry is checked against the clock: this month is fine, last month is expired', () => {

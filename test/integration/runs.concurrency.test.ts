@@ -9,8 +9,12 @@ import { startTestGateway, type TestGateway } from '../support/gateway.js'
 import { RUNS_CATALOG } from '../support/runsCatalog.js'
 
 let gw: TestGateway
-beforeAll(async () => { gw = await startTestGateway({}, Date.UTC(2025, 2, 12, 10, 0, 0)) })
-afterAll(async () => { await gw?.close() })
+beforeAll(async () => {
+  gw = await startTestGateway({}, Date.UTC(2025, 2, 12, 10, 0, 0))
+})
+afterAll(async () => {
+  await gw?.close()
+})
 
 describe('runs under concurrency', () => {
   it('never overspend the wallet or a parent', async () => {
@@ -18,7 +22,8 @@ describe('runs under concurrency', () => {
     expect((await gw.post('/v1/config/apply', RUNS_CATALOG, apiKey)).status).toBe(200)
     expect((await gw.post('/v1/wallet/top-up', { customerId: 'acme', amount: '10', idempotencyKey: 'cash' }, apiKey)).status).toBe(200)
     const start = (body: object) => gw.post('/v1/runs/start', { customerId: 'acme', ttlMs: 3_600_000, ...body }, apiKey)
-    const consume = (runId: string, key: string, tokens: number) => gw.post(`/v1/runs/consume/${runId}`, { featureSlug: 'tokens', idempotencyKey: key, properties: { tokens } }, apiKey)
+    const consume = (runId: string, key: string, tokens: number) =>
+      gw.post(`/v1/runs/consume/${runId}`, { featureSlug: 'tokens', idempotencyKey: key, properties: { tokens } }, apiKey)
 
     // 30 roots of 70 cents race for 1000 cents: exactly floor(1000 / 70) = 14 fit.
     const roots = await Promise.all(Array.from({ length: 30 }, (_, i) => start({ budgetAmountMinor: 70, idempotencyKey: `root-${i}` })))
@@ -34,9 +39,15 @@ describe('runs under concurrency', () => {
       ...Array.from({ length: 10 }, (_, i) => start({ budgetAmountMinor: 15, idempotencyKey: `child-${i}`, parentRunId: root.runId })),
       ...Array.from({ length: 20 }, (_, i) => consume(root.runId, `rc-${i}`, 3)),
     ])
-    const children = raced.slice(0, 10).filter((r) => r.status === 200).map((r) => r.body)
+    const children = raced
+      .slice(0, 10)
+      .filter((r) => r.status === 200)
+      .map((r) => r.body)
     const childRefused = raced.slice(0, 10).filter((r) => r.status !== 200)
-    const consumes = raced.slice(10).map((r) => { expect(r.status, JSON.stringify(r.body)).toBe(200); return r.body })
+    const consumes = raced.slice(10).map((r) => {
+      expect(r.status, JSON.stringify(r.body)).toBe(200)
+      return r.body
+    })
     const accepted = consumes.filter((c) => c.reason === 'accepted').length
     for (const c of consumes) expect(['accepted', 'insufficient_budget']).toContain(c.reason)
     for (const r of childRefused) expect([r.status, r.body.error.details.reason]).toEqual([402, 'insufficient_budget'])
@@ -51,10 +62,12 @@ describe('runs under concurrency', () => {
 
     // Inside each child, 10 consumes of 2 cents race for 15 cents: exactly 7 fit; a key sent 5
     // times at once is applied once.
-    const inner = await Promise.all(children.flatMap((c) => [
-      ...Array.from({ length: 10 }, (_, i) => consume(c.runId, `cc-${i}`, 2)),
-      ...Array.from({ length: 5 }, () => consume(c.runId, 'cc-0', 2)),
-    ]))
+    const inner = await Promise.all(
+      children.flatMap((c) => [
+        ...Array.from({ length: 10 }, (_, i) => consume(c.runId, `cc-${i}`, 2)),
+        ...Array.from({ length: 5 }, () => consume(c.runId, 'cc-0', 2)),
+      ]),
+    )
     for (const [n, c] of children.entries()) {
       const mine = inner.slice(n * 15, n * 15 + 15).map((r) => r.body)
       const got = (await gw.get(`/v1/runs/get/${c.runId}`, apiKey)).body

@@ -26,7 +26,9 @@ describe('runs leasing from a budget on a Redis Cluster', () => {
     const budgets = new BudgetService(cluster, clock)
     const runs = new RunService(cluster, clock, budgets)
     expect((await new CatalogService(cluster, clock, budgets).apply(projectId, RUNS_CATALOG, 'test')).ok).toBe(true)
-    expect((await budgets.upsert(projectId, { key: 'agents', unit: 'USD', limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: '50' }] })).ok).toBe(true)
+    expect((await budgets.upsert(projectId, { key: 'agents', unit: 'USD', limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: '50' }] })).ok).toBe(
+      true,
+    )
     const held = async () => {
       const b = await budgets.get(projectId, 'agents')
       if (!b.ok) throw new Error(b.message)
@@ -58,7 +60,14 @@ describe('runs leasing from a budget on a Redis Cluster', () => {
     const budgets = new BudgetService(cluster, clock)
     expect((await budgets.upsert(projectId, { key: 'k', unit: 'usd', limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: '10' }] })).ok).toBe(true)
     const open = (requestKey: string, cents: bigint, fingerprint = 'f') =>
-      budgets.openLease(projectId, 'k', { amount: cents * USD, ttlMs: 1000, expiresAt: clock() + 1000 + LEASE_GRACE_MS, currency: 'USD', requestKey, fingerprint })
+      budgets.openLease(projectId, 'k', {
+        amount: cents * USD,
+        ttlMs: 1000,
+        expiresAt: clock() + 1000 + LEASE_GRACE_MS,
+        currency: 'USD',
+        requestKey,
+        fingerprint,
+      })
     const first = await open('acme|x', 400n)
     if (!first.ok) throw new Error(first.message)
     expect([first.value.leaseId, first.value.state, first.value.balance.held]).toEqual(['l_1', 'open', '4'])
@@ -99,9 +108,15 @@ describe('runs leasing from a budget on a Redis Cluster', () => {
     expect((await budgets.upsert(projectId, { key: 'k', unit: 'USD', limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: '10' }] })).ok).toBe(true)
     // What RunService.start leases first for {customerId: 'acme', budgetAmountMinor: 300, idempotencyKey, budgetKey: 'k', ttlMs: 5000}.
     const fingerprint = JSON.stringify([300, 'USD', '', 5000, 'agent', '', '', 'k'])
-    const leaseFor = (idempotencyKey: string) => budgets.openLease(projectId, 'k', {
-      amount: 300n * USD, ttlMs: 5000, expiresAt: clock() + 5000 + LEASE_GRACE_MS, currency: 'USD', requestKey: `acme|${idempotencyKey}`, fingerprint,
-    })
+    const leaseFor = (idempotencyKey: string) =>
+      budgets.openLease(projectId, 'k', {
+        amount: 300n * USD,
+        ttlMs: 5000,
+        expiresAt: clock() + 5000 + LEASE_GRACE_MS,
+        currency: 'USD',
+        requestKey: `acme|${idempotencyKey}`,
+        fingerprint,
+      })
     expect((await leaseFor('crashed')).ok).toBe(true)
     clock.advance(1000)
     const retried = await runs.start(projectId, { customerId: 'acme', budgetAmountMinor: 300, idempotencyKey: 'crashed', budgetKey: 'k', ttlMs: 5000 })

@@ -12,8 +12,12 @@ import { startTestGateway, type TestGateway } from '../support/gateway.js'
 import { RUNS_CATALOG } from '../support/runsCatalog.js'
 
 let gw: TestGateway
-beforeAll(async () => { gw = await startTestGateway({}, Date.UTC(2025, 2, 12, 10, 0, 0)) })
-afterAll(async () => { await gw?.close() })
+beforeAll(async () => {
+  gw = await startTestGateway({}, Date.UTC(2025, 2, 12, 10, 0, 0))
+})
+afterAll(async () => {
+  await gw?.close()
+})
 
 const units = (text: string) => (text.startsWith('-') ? -parseAmount(text.slice(1))! : parseAmount(text)!)
 
@@ -32,16 +36,25 @@ describe('leased runs under concurrency', () => {
   it('never pass a hard limit, and the budget adds up', async () => {
     const { apiKey, projectId } = await gw.project()
     expect((await gw.post('/v1/config/apply', RUNS_CATALOG, apiKey)).status).toBe(200)
-    const limits = [{ id: 'cap', window: 'never', enforce: 'hard', amount: '100' }, { id: 'soft', window: 'day', enforce: 'soft', amount: '10' }]
+    const limits = [
+      { id: 'cap', window: 'never', enforce: 'hard', amount: '100' },
+      { id: 'soft', window: 'day', enforce: 'soft', amount: '10' },
+    ]
     expect((await gw.post('/v1/budgets/upsert', { key: 'agents', unit: 'USD', limits, holds: { defaultTtlMs: 3_600_000 } }, apiKey)).status).toBe(200)
     const budget = async () => (await gw.post('/v1/budgets/get', { key: 'agents' }, apiKey)).body.balance as Balance
     const post = (path: string, body: object) => gw.post(path, body, apiKey)
 
     // 1. 40 leased starts of $5 and 20 authorizes of $5 race for $100: exactly 20 fit, whichever.
     const round1 = await Promise.all([
-      ...Array.from({ length: 40 }, (_, i) => post('/v1/runs/start', {
-        customerId: i % 2 === 0 ? 'acme' : 'globex', budgetAmountMinor: 500, idempotencyKey: `run-${i}`, budgetKey: 'agents', ttlMs: 3_600_000,
-      })),
+      ...Array.from({ length: 40 }, (_, i) =>
+        post('/v1/runs/start', {
+          customerId: i % 2 === 0 ? 'acme' : 'globex',
+          budgetAmountMinor: 500,
+          idempotencyKey: `run-${i}`,
+          budgetKey: 'agents',
+          ttlMs: 3_600_000,
+        }),
+      ),
       ...Array.from({ length: 20 }, (_, i) => post('/v1/budgets/authorize', { key: 'agents', amount: '5', idempotencyKey: `hold-${i}` })),
     ])
     for (const r of round1) {
@@ -49,8 +62,14 @@ describe('leased runs under concurrency', () => {
       if (r.status === 402) expect(r.body.error.details.blocked.limitId).toBe('cap')
       assertNoOverspend(balanceOf(r))
     }
-    const runs = round1.slice(0, 40).filter((r) => r.status === 200).map((r) => r.body)
-    const holds = round1.slice(40).filter((r) => r.status === 200).map((r) => r.body)
+    const runs = round1
+      .slice(0, 40)
+      .filter((r) => r.status === 200)
+      .map((r) => r.body)
+    const holds = round1
+      .slice(40)
+      .filter((r) => r.status === 200)
+      .map((r) => r.body)
     expect(runs.length + holds.length).toBe(20)
     let b = await budget()
     expect([b.held, b.limits[0]!.consumed]).toEqual(['100', '0'])
@@ -58,14 +77,20 @@ describe('leased runs under concurrency', () => {
     // 2. In each run 10 consumes of 60 tokens (60 cents) race for its 500 cents: exactly 8 fit.
     // Meanwhile each hold settles for $2 (freeing $3) and 20 charges of $1 race for what settles free.
     const round2 = await Promise.all([
-      ...runs.flatMap((run) => Array.from({ length: 10 }, (_, i) =>
-        post(`/v1/runs/consume/${run.runId}`, { featureSlug: 'tokens', idempotencyKey: `e-${i}`, properties: { tokens: 60 } }))),
+      ...runs.flatMap((run) =>
+        Array.from({ length: 10 }, (_, i) =>
+          post(`/v1/runs/consume/${run.runId}`, { featureSlug: 'tokens', idempotencyKey: `e-${i}`, properties: { tokens: 60 } }),
+        ),
+      ),
       ...holds.map((h) => post('/v1/budgets/settle', { key: 'agents', holdId: h.holdId, amount: '2' })),
       ...Array.from({ length: 20 }, (_, i) => post('/v1/budgets/charge', { key: 'agents', amount: '1', idempotencyKey: `charge-${i}` })),
     ])
     const consumes = round2.slice(0, runs.length * 10)
     for (const [n] of runs.entries()) {
-      const mine = consumes.slice(n * 10, n * 10 + 10).map((r) => { expect(r.status).toBe(200); return r.body.reason })
+      const mine = consumes.slice(n * 10, n * 10 + 10).map((r) => {
+        expect(r.status).toBe(200)
+        return r.body.reason
+      })
       expect(mine.filter((r) => r === 'accepted')).toHaveLength(8)
       expect(mine.filter((r) => r === 'insufficient_budget')).toHaveLength(2)
     }
@@ -77,7 +102,7 @@ describe('leased runs under concurrency', () => {
     // A charge fits only in what the settles freed.
     expect(charged).toBeLessThanOrEqual(Math.min(20, 3 * holds.length))
     // The sequential reference: the leases hold what their runs did not consume yet.
-    const reference = (480n * BigInt(runs.length)) * 1_000_000n + (2n * BigInt(holds.length) + BigInt(charged)) * 100_000_000n
+    const reference = 480n * BigInt(runs.length) * 1_000_000n + (2n * BigInt(holds.length) + BigInt(charged)) * 100_000_000n
     b = await budget()
     expect(b.limits[0]!.consumed).toBe(formatUnits(reference))
     expect(b.held).toBe(formatUnits(20n * BigInt(runs.length) * 1_000_000n))
@@ -92,7 +117,9 @@ describe('leased runs under concurrency', () => {
 
     // 4. 200 authorizes of $1 race for what is left: exactly floor(left) fit.
     const left = 10_000_000_000n - reference
-    const round4 = await Promise.all(Array.from({ length: 200 }, (_, i) => post('/v1/budgets/authorize', { key: 'agents', amount: '1', idempotencyKey: `last-${i}` })))
+    const round4 = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => post('/v1/budgets/authorize', { key: 'agents', amount: '1', idempotencyKey: `last-${i}` })),
+    )
     for (const r of round4) assertNoOverspend(balanceOf(r))
     expect(round4.filter((r) => r.status === 200)).toHaveLength(Number(left / 100_000_000n))
 

@@ -14,8 +14,12 @@ import { RUNS_CATALOG } from '../support/runsCatalog.js'
 
 const T0 = Date.UTC(2025, 2, 12, 10, 0, 0)
 let gw: TestGateway
-beforeAll(async () => { gw = await startTestGateway({}, T0) })
-afterAll(async () => { await gw?.close() })
+beforeAll(async () => {
+  gw = await startTestGateway({}, T0)
+})
+afterAll(async () => {
+  await gw?.close()
+})
 
 async function setup(budget: Record<string, unknown>, topUp?: string) {
   const p = await gw.project()
@@ -27,7 +31,8 @@ async function setup(budget: Record<string, unknown>, topUp?: string) {
   return {
     ...p,
     start: (body: Record<string, unknown>) => gw.post('/v1/runs/start', { customerId: 'acme', budgetKey: 'agents', ...body }, key),
-    consume: (runId: string, key2: string, tokens: number) => gw.post(`/v1/runs/consume/${runId}`, { featureSlug: 'tokens', idempotencyKey: key2, properties: { tokens } }, key),
+    consume: (runId: string, key2: string, tokens: number) =>
+      gw.post(`/v1/runs/consume/${runId}`, { featureSlug: 'tokens', idempotencyKey: key2, properties: { tokens } }, key),
     end: (runId: string, status = 'completed') => gw.post(`/v1/runs/end/${runId}`, { status }, key),
     getRun: async (runId: string) => {
       const res = await gw.get(`/v1/runs/get/${runId}`, key)
@@ -41,8 +46,10 @@ async function setup(budget: Record<string, unknown>, topUp?: string) {
       return [res.body.balance.held, ...res.body.balance.limits.map((l: { consumed: string }) => l.consumed)]
     },
     /** The budget_journal rows queued in the budget's outbox. */
-    journal: async (budgetKey = 'agents') => (await gw.redis.lrange(budgetKeys(budgetTag(p.projectId, budgetKey)).journal, 0, -1))
-      .map((line) => JSON.parse(line.slice(line.indexOf('\t') + 1)) as Record<string, string>),
+    journal: async (budgetKey = 'agents') =>
+      (await gw.redis.lrange(budgetKeys(budgetTag(p.projectId, budgetKey)).journal, 0, -1)).map(
+        (line) => JSON.parse(line.slice(line.indexOf('\t') + 1)) as Record<string, string>,
+      ),
   }
 }
 
@@ -58,14 +65,26 @@ function accepted(res: { status: number; body: any }, cost: number): any {
   return res.body
 }
 
-const CAP = { limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: '100' }, { id: 'daily', window: 'day', enforce: 'soft', amount: '5' }] }
+const CAP = {
+  limits: [
+    { id: 'cap', window: 'never', enforce: 'hard', amount: '100' },
+    { id: 'daily', window: 'day', enforce: 'soft', amount: '5' },
+  ],
+}
 
 describe('runs leasing from a budget', () => {
   it('the lease is held by the budget, consumes move into consumed, ending releases the rest', async () => {
     const T = gw.clock()
     const s = await setup(CAP)
     const run = started(await s.start({ budgetAmountMinor: 5000, idempotencyKey: 'r1' }))
-    expect(run).toMatchObject({ status: 'running', budgetAmountMinor: 5000, remainingAmountMinor: 5000, budgetKey: 'agents', leaseId: 'l_1', expiresAt: T + 15 * 60_000 })
+    expect(run).toMatchObject({
+      status: 'running',
+      budgetAmountMinor: 5000,
+      remainingAmountMinor: 5000,
+      budgetKey: 'agents',
+      leaseId: 'l_1',
+      expiresAt: T + 15 * 60_000,
+    })
     expect(await s.budget()).toEqual(['50', '0', '0'])
 
     // 600 tokens at $0.01: $6, reported at once; the soft daily limit of $5 is crossed.
@@ -103,13 +122,14 @@ describe('runs leasing from a budget', () => {
     ])
   })
 
-  it('a hard limit denies the start with the budget\'s 402, and nothing is started', async () => {
+  it("a hard limit denies the start with the budget's 402, and nothing is started", async () => {
     const s = await setup({ limits: [{ id: 'cap', window: 'never', enforce: 'hard', amount: '10' }] })
     const denied = await s.start({ budgetAmountMinor: 1500, idempotencyKey: 'big' })
     expect(denied.status).toBe(402)
     expect(denied.body.error.code).toBe('BUDGET_EXCEEDED')
     expect(denied.body.error.details).toMatchObject({
-      kind: 'budget_exceeded', blocked: { limitId: 'cap', window: 'never', remaining: '10', held: '0', resetsAt: null, remedy: 'raise_limit' },
+      kind: 'budget_exceeded',
+      blocked: { limitId: 'cap', window: 'never', remaining: '10', held: '0', resetsAt: null, remedy: 'raise_limit' },
       balance: { remaining: '10', held: '0' },
     })
     const first = started(await s.start({ budgetAmountMinor: 800, idempotencyKey: 'r1' }))
@@ -195,7 +215,10 @@ describe('runs leasing from a budget', () => {
     gw.clock.set(T + 20_000 + 60_000)
     expect(await s.budget()).toEqual(['0', '4', '4'])
     expect((await s.journal()).map((r) => [r.kind, r.hold_id, r.amount])).toEqual([
-      ['lease', 'l_1', '1'], ['lease', 'l_2', '3'], ['lease_end', 'l_1', '0'], ['lease_end', 'l_2', '0'],
+      ['lease', 'l_1', '1'],
+      ['lease', 'l_2', '3'],
+      ['lease_end', 'l_1', '0'],
+      ['lease_end', 'l_2', '0'],
     ])
   })
 

@@ -13,8 +13,12 @@ import { RUNS_CATALOG } from '../support/runsCatalog.js'
 
 const T0 = Date.UTC(2025, 2, 12, 10, 0, 0)
 let gw: TestGateway
-beforeAll(async () => { gw = await startTestGateway({ docsUrl: 'https://docs.metering.dev' }, T0) })
-afterAll(async () => { await gw?.close() })
+beforeAll(async () => {
+  gw = await startTestGateway({ docsUrl: 'https://docs.metering.dev' }, T0)
+})
+afterAll(async () => {
+  await gw?.close()
+})
 
 async function setup(topUp = '100') {
   const p = await gw.project()
@@ -66,8 +70,20 @@ describe('run lifecycle', () => {
     const s = await setup('100')
     const run = await started(await s.start({ budgetAmountMinor: 5000, idempotencyKey: 'r1', workloadId: 'wl-1', traceId: 'tr-1' }))
     expect(run).toEqual({
-      runId: run.runId, status: 'running', customerId: 'acme', currency: 'USD', workloadId: 'wl-1', traceId: 'tr-1', parentRunId: '', workloadType: 'agent',
-      budgetAmountMinor: 5000, consumedAmountMinor: 0, remainingAmountMinor: 5000, endedAt: 0, startedAt: T, expiresAt: T + 15 * 60_000,
+      runId: run.runId,
+      status: 'running',
+      customerId: 'acme',
+      currency: 'USD',
+      workloadId: 'wl-1',
+      traceId: 'tr-1',
+      parentRunId: '',
+      workloadType: 'agent',
+      budgetAmountMinor: 5000,
+      consumedAmountMinor: 0,
+      remainingAmountMinor: 5000,
+      endedAt: 0,
+      startedAt: T,
+      expiresAt: T + 15 * 60_000,
     })
     let w = await s.wallet()
     expect([w.available.amount, w.held.amount, w.held.display_amount]).toEqual(['50', '50', '$50.00'])
@@ -102,13 +118,22 @@ describe('run lifecycle', () => {
     const rows = (await gw.redis.lrange(journalKey(s.projectId), 0, -1)).map((r) => r.split('\t'))
     const wallet = rows.filter(([t]) => t === 'wallet_journal').map(([, j]) => JSON.parse(j!))
     expect(wallet.map((r) => [r.kind, r.amount, r.run_id])).toEqual([
-      ['top_up', '10000000000', ''], ['hold', '5000000000', run.runId], ['capture', '1122000000', run.runId], ['release', '3878000000', run.runId],
+      ['top_up', '10000000000', ''],
+      ['hold', '5000000000', run.runId],
+      ['capture', '1122000000', run.runId],
+      ['release', '3878000000', run.runId],
     ])
     const events = rows.filter(([t]) => t === 'usage_events').map(([, j]) => JSON.parse(j!))
     expect(events).toHaveLength(11)
     expect(events[6]).toEqual({
-      event_id: `${run.runId}:t1`, project_id: s.projectId, customer_id: 'acme', event_slug: 'llm.tokens', feature_slug: 'tokens', value: '900',
-      properties: '{"tokens":900}', ts_ms: T,
+      event_id: `${run.runId}:t1`,
+      project_id: s.projectId,
+      customer_id: 'acme',
+      event_slug: 'llm.tokens',
+      feature_slug: 'tokens',
+      value: '900',
+      properties: '{"tokens":900}',
+      ts_ms: T,
     })
   })
 
@@ -148,7 +173,7 @@ describe('run lifecycle', () => {
     expect([w.available.amount, w.held.amount]).toEqual(['9', '0'])
   })
 
-  it('consumes count against the customer\'s grants, once each: past the limit of an overage-none feature the answer is entitlement_denied until the period resets', async () => {
+  it("consumes count against the customer's grants, once each: past the limit of an overage-none feature the answer is entitlement_denied until the period resets", async () => {
     const s = await setup('10')
     const run = await started(await s.start({ budgetAmountMinor: 500, idempotencyKey: 'capped' }))
     consumed(await s.consume(run.runId, { featureSlug: 'capped', idempotencyKey: 'c1' }), 'accepted', 1)
@@ -185,7 +210,12 @@ describe('run lifecycle', () => {
     const w = await s.wallet()
     expect([w.available.amount, w.held.amount]).toEqual(['0', '1'])
     // The wallet of another customer is its own.
-    expectError(await gw.post('/v1/runs/start', { customerId: 'globex', budgetAmountMinor: 1, idempotencyKey: 'g' }, s.apiKey), 402, 'BUDGET_EXCEEDED', 'https://docs.metering.dev')
+    expectError(
+      await gw.post('/v1/runs/start', { customerId: 'globex', budgetAmountMinor: 1, idempotencyKey: 'g' }, s.apiKey),
+      402,
+      'BUDGET_EXCEEDED',
+      'https://docs.metering.dev',
+    )
   })
 })
 
@@ -198,7 +228,11 @@ describe('child runs', () => {
     const grand = await started(await s.start({ budgetAmountMinor: 200, idempotencyKey: 'grand', parentRunId: child.runId }))
     const great = await started(await s.start({ budgetAmountMinor: 100, idempotencyKey: 'great', parentRunId: grand.runId, ttlMs: 3_600_000 }))
     expect(great.expiresAt).toBe(root.expiresAt) // never outlives its ancestors
-    expect([(await s.run(root.runId)).remainingAmountMinor, (await s.run(child.runId)).remainingAmountMinor, (await s.run(grand.runId)).remainingAmountMinor]).toEqual([500, 300, 100])
+    expect([
+      (await s.run(root.runId)).remainingAmountMinor,
+      (await s.run(child.runId)).remainingAmountMinor,
+      (await s.run(grand.runId)).remainingAmountMinor,
+    ]).toEqual([500, 300, 100])
     // the wallet holds the root's budget only
     expect((await s.wallet()).held.amount).toBe('10')
 
@@ -272,7 +306,8 @@ describe('expiry', () => {
     gw.clock.set(T + 86_400_000)
     // the tree is forgotten: its runs, their start records and data; `other` (ended later) stays
     expect(await gw.sweepRuns(match)).toMatchObject({ expired: 0, purged: 3 })
-    for (const id of [root.runId, child.runId, grand.runId]) expectError(await gw.get(`/v1/runs/get/${id}`, s.apiKey), 404, 'NOT_FOUND', 'https://docs.metering.dev')
+    for (const id of [root.runId, child.runId, grand.runId])
+      expectError(await gw.get(`/v1/runs/get/${id}`, s.apiKey), 404, 'NOT_FOUND', 'https://docs.metering.dev')
     expect((await s.run(other.runId)).status).toBe('expired')
     const fields = await gw.redis.hkeys(`mg:{cat:${s.projectId}}:rn:acme`)
     expect(fields.filter((f) => !f.startsWith(`${other.runId}:`)).sort()).toEqual(['s:other'])

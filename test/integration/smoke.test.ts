@@ -2,8 +2,12 @@ import { afterAll, beforeAll, expect, test } from 'vitest'
 import { startTestGateway, type TestGateway } from '../support/gateway.js'
 
 let gw: TestGateway
-beforeAll(async () => { gw = await startTestGateway() })
-afterAll(async () => { await gw.close() })
+beforeAll(async () => {
+  gw = await startTestGateway()
+})
+afterAll(async () => {
+  await gw.close()
+})
 
 test('a project authorizes a hold over HTTP', async () => {
   const { apiKey } = await gw.project()

@@ -64,7 +64,11 @@ describe('validation: 400 with the JSON path, nothing queued', () => {
     const { projectId, key } = await project()
     const now = gw.clock()
     const pad = 'x'.repeat(16 * 1024 - JSON.stringify({ text: '' }).length)
-    for (const body of [{ ...base, timestamp: now + 5 * 60_000 }, { ...base, timestamp: now - 35 * DAY }, { ...base, properties: { text: pad } }]) {
+    for (const body of [
+      { ...base, timestamp: now + 5 * 60_000 },
+      { ...base, timestamp: now - 35 * DAY },
+      { ...base, properties: { text: pad } },
+    ]) {
       const res = await gw.post('/v1/usage/record', body, key)
       expect(res.status, JSON.stringify(res.body)).toBe(200)
     }
@@ -75,14 +79,23 @@ describe('validation: 400 with the JSON path, nothing queued', () => {
 describe('accepted means queued', () => {
   test('the answer comes once a job carrying the event is in Redis, with a stable eventId', async () => {
     const { projectId, key } = await project()
-    const res = await gw.post('/v1/usage/record', { customerId: 'acme', eventSlug: 'llm.completion', id: 'evt-1', properties: { value: 42, model: 'm' }, timestamp: gw.clock() - 1000 }, key)
+    const res = await gw.post(
+      '/v1/usage/record',
+      { customerId: 'acme', eventSlug: 'llm.completion', id: 'evt-1', properties: { value: 42, model: 'm' }, timestamp: gw.clock() - 1000 },
+      key,
+    )
     expect(res.status).toBe(200)
     expect(res.body).toEqual({ accepted: true })
     const found = await queued(projectId)
     expect(found).toHaveLength(1)
     expect(found[0]!.event).toEqual({
-      eventId: 'evt-1', projectId, customerId: 'acme', eventSlug: 'llm.completion', properties: { value: 42, model: 'm' },
-      timestampMs: gw.clock() - 1000, receivedMs: gw.clock(),
+      eventId: 'evt-1',
+      projectId,
+      customerId: 'acme',
+      eventSlug: 'llm.completion',
+      properties: { value: 42, model: 'm' },
+      timestampMs: gw.clock() - 1000,
+      receivedMs: gw.clock(),
     })
   })
 
@@ -121,7 +134,8 @@ describe('dedup by (project, idempotencyKey ?? id) over the window', () => {
   test('keys are per project: the same key in another project is another event', async () => {
     const one = await project()
     const two = await project()
-    for (const p of [one, two]) expect((await gw.post('/v1/usage/record', { customerId: 'acme', eventSlug: 'e', idempotencyKey: 'shared' }, p.key)).status).toBe(200)
+    for (const p of [one, two])
+      expect((await gw.post('/v1/usage/record', { customerId: 'acme', eventSlug: 'e', idempotencyKey: 'shared' }, p.key)).status).toBe(200)
     expect(await queued(one.projectId)).toHaveLength(1)
     expect(await queued(two.projectId)).toHaveLength(1)
   })
@@ -129,7 +143,9 @@ describe('dedup by (project, idempotencyKey ?? id) over the window', () => {
   test('duplicates sent concurrently (one group commit) are queued once', async () => {
     const { projectId, key } = await project()
     const before = gw.services.events.batchStats
-    const answers = await Promise.all(Array.from({ length: 20 }, () => gw.post('/v1/usage/record', { customerId: 'acme', eventSlug: 'e', idempotencyKey: 'burst' }, key)))
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => gw.post('/v1/usage/record', { customerId: 'acme', eventSlug: 'e', idempotencyKey: 'burst' }, key)),
+    )
     const commits = gw.services.events.batchStats.batches - before.batches
     for (const res of answers) expect(res.body).toEqual({ accepted: true })
     // Requests that land in different commits may each queue a copy (the ClickHouse backstop
@@ -168,7 +184,9 @@ describe('group commit', () => {
   test('200 concurrent single-event requests become far fewer jobs, carrying all 200 events', async () => {
     const { projectId, key } = await project()
     const before = gw.services.events.batchStats
-    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => gw.post('/v1/usage/record', { customerId: `c-${i % 7}`, eventSlug: 'e', id: `gc-${i}` }, key)))
+    const answers = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => gw.post('/v1/usage/record', { customerId: `c-${i % 7}`, eventSlug: 'e', id: `gc-${i}` }, key)),
+    )
     for (const res of answers) expect(res.body).toEqual({ accepted: true })
     const found = await queued(projectId)
     expect(found.map((q) => q.event.eventId).sort()).toEqual(Array.from({ length: 200 }, (_, i) => `gc-${i}`).sort())
@@ -183,19 +201,30 @@ describe('POST /v1/usage/record-batch', () => {
   test('per-event results: valid events are accepted even when others are not', async () => {
     const { projectId, key } = await project()
     const now = gw.clock()
-    const res = await gw.post('/v1/usage/record-batch', {
-      events: [
-        { customerId: 'acme', eventSlug: 'e', id: 'b-0' },
-        { eventSlug: 'e', id: 'b-1' },
-        { customerId: 'acme', eventSlug: 'e', id: 'b-2', timestamp: now + 10 * 60_000 },
-        'not an event',
-        { customerId: 'acme', eventSlug: 'e', id: 'b-0' },
-        { customerId: 'acme', eventSlug: 'e', idempotencyKey: 'b-5', properties: { value: '1.5' } },
-      ],
-    }, key)
+    const res = await gw.post(
+      '/v1/usage/record-batch',
+      {
+        events: [
+          { customerId: 'acme', eventSlug: 'e', id: 'b-0' },
+          { eventSlug: 'e', id: 'b-1' },
+          { customerId: 'acme', eventSlug: 'e', id: 'b-2', timestamp: now + 10 * 60_000 },
+          'not an event',
+          { customerId: 'acme', eventSlug: 'e', id: 'b-0' },
+          { customerId: 'acme', eventSlug: 'e', idempotencyKey: 'b-5', properties: { value: '1.5' } },
+        ],
+      },
+      key,
+    )
     expect(res.status, JSON.stringify(res.body)).toBe(200)
     const results = res.body.results
-    expect(results.map((r: { index: number; accepted: boolean }) => [r.index, r.accepted])).toEqual([[0, true], [1, false], [2, false], [3, false], [4, true], [5, true]])
+    expect(results.map((r: { index: number; accepted: boolean }) => [r.index, r.accepted])).toEqual([
+      [0, true],
+      [1, false],
+      [2, false],
+      [3, false],
+      [4, true],
+      [5, true],
+    ])
     expect(results[1].error.code).toBe('BAD_REQUEST')
     expect(results[1].error.issues.map((i: { path: string }) => i.path)).toContain('$.events[1].customerId')
     expect(results[2].error.issues.map((i: { path: string }) => i.path)).toEqual(['$.events[2].timestamp'])
@@ -234,7 +263,17 @@ describe('customers disabled by the catalog', () => {
     expect(refused.body.error.details.reason).toBe('customer_disabled')
     expect(await queued(projectId)).toEqual([])
 
-    const batch = await gw.post('/v1/usage/record-batch', { events: [{ customerId: 'on', eventSlug: 'e', id: 'x-2' }, { customerId: 'off', eventSlug: 'e', id: 'x-3' }, { customerId: 'stranger', eventSlug: 'e', id: 'x-4' }] }, key)
+    const batch = await gw.post(
+      '/v1/usage/record-batch',
+      {
+        events: [
+          { customerId: 'on', eventSlug: 'e', id: 'x-2' },
+          { customerId: 'off', eventSlug: 'e', id: 'x-3' },
+          { customerId: 'stranger', eventSlug: 'e', id: 'x-4' },
+        ],
+      },
+      key,
+    )
     expect(batch.body.results.map((r: { accepted: boolean }) => r.accepted)).toEqual([true, false, true])
     expect(batch.body.results[1].error).toMatchObject({ code: 'FORBIDDEN', reason: 'customer_disabled' })
 

@@ -36,7 +36,10 @@ class RecordingSink implements EventSink {
   /** An insert holding a row with this event id throws (a batch the store keeps refusing). */
   refuse: string | undefined
   private readonly store = clickHouseEventSink(history!.store)
-  constructor(private readonly redis: Redis, readonly prefix: string) {}
+  constructor(
+    private readonly redis: Redis,
+    readonly prefix: string,
+  ) {}
 
   async insertEvents(rows: UsageEventRow[], dedupToken: string, options?: { firstAttempt?: boolean }): Promise<void> {
     await this.redis.incr(`${this.prefix}:calls`)
@@ -46,7 +49,11 @@ class RecordingSink implements EventSink {
     }
     if (rows.some((r) => r.event_id === this.refuse)) throw new Error(`the store refuses ${this.refuse}`)
     await this.store.insertEvents(rows, dedupToken, options)
-    await this.redis.multi().rpush(`${this.prefix}:rows`, ...rows.map((r) => JSON.stringify(r))).sadd(`${this.prefix}:tokens`, dedupToken).exec()
+    await this.redis
+      .multi()
+      .rpush(`${this.prefix}:rows`, ...rows.map((r) => JSON.stringify(r)))
+      .sadd(`${this.prefix}:tokens`, dedupToken)
+      .exec()
   }
 
   async rows(): Promise<UsageEventRow[]> {
@@ -69,8 +76,12 @@ interface Rig {
 }
 
 let history: TestStore | undefined
-beforeAll(async () => { history = await openTestStore('server', `test_${uniquePrefix()}`, { migrate: true }) })
-afterAll(async () => { await history?.close() })
+beforeAll(async () => {
+  history = await openTestStore('server', `test_${uniquePrefix()}`, { migrate: true })
+})
+afterAll(async () => {
+  await history?.close()
+})
 
 const open: Rig[] = []
 afterEach(async () => {
@@ -85,23 +96,38 @@ afterEach(async () => {
 /** `cluster`: the service, queues and worker on the test Redis Cluster (the sink stays on the standalone server). */
 async function rig(attempts: number, cluster = false): Promise<Rig> {
   const prefix = uniquePrefix()
-  const url = cluster ? `redis+cluster://${inject('clusterNodes').map((n) => `${n.host}:${n.port}`).join(',')}` : inject('redisUrl')
+  const url = cluster
+    ? `redis+cluster://${inject('clusterNodes')
+        .map((n) => `${n.host}:${n.port}`)
+        .join(',')}`
+    : inject('redisUrl')
   const redis = testRedis()
   const commands = connectRedis(url, 'test-events')
   await loadLibrary(commands)
   const queues = { ingestQueue: `usage-events-${prefix}`, deadLetterQueue: `usage-dlq-${prefix}` }
   const service = new EventService(commands, commands.duplicate(), manualClock(Date.now()), logger, {
-    queueName: queues.ingestQueue, retry: { attempts, backoffMs: 20 },
+    queueName: queues.ingestQueue,
+    retry: { attempts, backoffMs: 20 },
   })
   const workerConnection = connectRedis(url, 'test-ingest', { blocking: true })
   const sink = new RecordingSink(redis, `test:${prefix}:sink`)
   const r: Rig = {
-    service, sink, worker: undefined, queues, redis, workerConnection,
-    startWorker(merge) { r.worker = startIngestWorker({ connection: workerConnection, sink, logger, concurrency: 4, ...queues, ...(merge ? { merge } : {}) }) },
+    service,
+    sink,
+    worker: undefined,
+    queues,
+    redis,
+    workerConnection,
+    startWorker(merge) {
+      r.worker = startIngestWorker({ connection: workerConnection, sink, logger, concurrency: 4, ...queues, ...(merge ? { merge } : {}) })
+    },
   }
   // The service's command connection goes with its queue connection on close.
   const close = service.close.bind(service)
-  service.close = async () => { await close(); await commands.quit() }
+  service.close = async () => {
+    await close()
+    await commands.quit()
+  }
   open.push(r)
   return r
 }
@@ -114,7 +140,11 @@ describe('ingest worker', () => {
     const r = await rig(3)
     const project = `p-${uniquePrefix()}`
     // Single events concurrently (group commits), a batch, and duplicates of both.
-    const singles = await Promise.all(Array.from({ length: 300 }, (_, i) => r.service.record(project, { customerId: `c-${i % 5}`, eventSlug: 'llm.call', id: `s-${i % 250}`, properties: { value: i % 250 } })))
+    const singles = await Promise.all(
+      Array.from({ length: 300 }, (_, i) =>
+        r.service.record(project, { customerId: `c-${i % 5}`, eventSlug: 'llm.call', id: `s-${i % 250}`, properties: { value: i % 250 } }),
+      ),
+    )
     for (const s of singles) expect(s.ok).toBe(true)
     const batch = await r.service.recordBatch(project, [
       ...Array.from({ length: 500 }, (_, i) => ({ customerId: 'acme', eventSlug: 'llm.call', idempotencyKey: `k-${i}`, properties: { value: '0.5' } })),
@@ -139,7 +169,10 @@ describe('ingest worker', () => {
     const project = `p-${uniquePrefix()}`
     // Ten requests one after the other: ten group commits, ten jobs.
     for (let j = 0; j < 10; j++) {
-      const res = await r.service.recordBatch(project, Array.from({ length: 30 }, (_, i) => ({ customerId: `c-${i % 3}`, eventSlug: 'e', id: `m-${j}-${i}` })))
+      const res = await r.service.recordBatch(
+        project,
+        Array.from({ length: 30 }, (_, i) => ({ customerId: `c-${i % 3}`, eventSlug: 'e', id: `m-${j}-${i}` })),
+      )
       expect(res.results.every((x) => x.accepted)).toBe(true)
     }
     expect(r.service.batchStats.batches).toBe(10)
@@ -160,7 +193,10 @@ describe('ingest worker', () => {
     r.sink.refuse = 'bad-0'
     for (let j = 0; j < 6; j++) {
       const id = (i: number) => (j === 3 ? `bad-${i}` : `ok-${j}-${i}`)
-      await r.service.recordBatch(project, Array.from({ length: 10 }, (_, i) => ({ customerId: 'acme', eventSlug: 'e', id: id(i) })))
+      await r.service.recordBatch(
+        project,
+        Array.from({ length: 10 }, (_, i) => ({ customerId: 'acme', eventSlug: 'e', id: id(i) })),
+      )
     }
     r.startWorker({ maxJobs: 6, maxWaitMs: 5_000 })
     await until('the refused batch is dead-lettered', async () => (await listDeadLetters({ connection: r.redis, ...r.queues })).length === 1)
@@ -189,7 +225,10 @@ describe('ingest worker', () => {
   test('a sink that always fails: the batch is dead-lettered after its attempts, listed, and a replay delivers it once the sink works', async () => {
     const r = await rig(3)
     r.sink.failuresLeft = Infinity
-    await r.service.recordBatch('p-dlq', [{ customerId: 'acme', eventSlug: 'e', id: 'd-1' }, { customerId: 'acme', eventSlug: 'e', id: 'd-2' }])
+    await r.service.recordBatch('p-dlq', [
+      { customerId: 'acme', eventSlug: 'e', id: 'd-1' },
+      { customerId: 'acme', eventSlug: 'e', id: 'd-2' },
+    ])
     r.startWorker()
     await until('the batch is dead-lettered', async () => (await listDeadLetters({ connection: r.redis, ...r.queues })).length === 1)
     const [dead] = await listDeadLetters({ connection: r.redis, ...r.queues })
@@ -209,7 +248,11 @@ describe('ingest worker', () => {
   test('on a Redis Cluster: one commit spanning projects in different slots is admitted per project and delivered', async () => {
     const r = await rig(3, true)
     const projects = Array.from({ length: 6 }, () => `p-${uniquePrefix()}`)
-    const answers = await Promise.all(projects.flatMap((project) => Array.from({ length: 20 }, (_, i) => r.service.record(project, { customerId: 'acme', eventSlug: 'e', idempotencyKey: `k-${i % 10}` }))))
+    const answers = await Promise.all(
+      projects.flatMap((project) =>
+        Array.from({ length: 20 }, (_, i) => r.service.record(project, { customerId: 'acme', eventSlug: 'e', idempotencyKey: `k-${i % 10}` })),
+      ),
+    )
     for (const a of answers) expect(a.ok).toBe(true)
     r.startWorker()
     await until('60 rows arrive', async () => (await r.sink.rows()).length >= 60)
@@ -230,7 +273,9 @@ describe('order of operations', () => {
     await broken.quit()
     const event = { customerId: 'acme', eventSlug: 'e', idempotencyKey: 'retry-me' }
     await expect(failing.record('p-order', event)).rejects.toThrow()
-    await failing.close().catch(() => { /* its connection is gone on purpose */ })
+    await failing.close().catch(() => {
+      /* its connection is gone on purpose */
+    })
 
     const working = new EventService(commands, connectRedis(url, 'test-events-queue'), manualClock(Date.now()), logger, options)
     try {
@@ -245,4 +290,3 @@ describe('order of operations', () => {
     }
   })
 })
-

@@ -10,8 +10,12 @@ import { ROOT_KEY, startTestGateway, type TestGateway } from '../support/gateway
 
 const DOCS = 'https://docs.metering.dev'
 let gw: TestGateway
-beforeAll(async () => { gw = await startTestGateway({ docsUrl: DOCS }, Date.UTC(2025, 2, 12, 10, 0, 0)) })
-afterAll(async () => { await gw?.close() })
+beforeAll(async () => {
+  gw = await startTestGateway({ docsUrl: DOCS }, Date.UTC(2025, 2, 12, 10, 0, 0))
+})
+afterAll(async () => {
+  await gw?.close()
+})
 
 async function balance(key: string, customerId: string): Promise<any> {
   const res = await gw.get(`/v1/wallet/balance?customerId=${encodeURIComponent(customerId)}`, key)
@@ -32,24 +36,38 @@ describe('wallet balance', () => {
     })
     const top = await gw.post('/v1/wallet/top-up', { customerId: 'c1', amount: '1234.5', idempotencyKey: 't' }, apiKey)
     expect(top.status, JSON.stringify(top.body)).toBe(200)
-    const grant = await gw.post('/v1/wallet/credits/grant', { customerId: 'c1', amount: '12.5', source: 'promo', expiresAt: T + 86_400_000, idempotencyKey: 'g' }, apiKey)
+    const grant = await gw.post(
+      '/v1/wallet/credits/grant',
+      { customerId: 'c1', amount: '12.5', source: 'promo', expiresAt: T + 86_400_000, idempotencyKey: 'g' },
+      apiKey,
+    )
     expect(grant.status, JSON.stringify(grant.body)).toBe(200)
     expect(await balance(apiKey, 'c1')).toEqual({
       currency: 'USD',
       available: { ledger_amount: 124700000000, amount: '1247', currency: 'USD', display_amount: '$1,247.00' },
       held: { ledger_amount: 0, amount: '0', currency: 'USD', display_amount: '$0.00' },
-      credits: [{
-        id: grant.body.creditId, source: 'promo', priority: 50,
-        issued: { ledger_amount: 1250000000, amount: '12.5', currency: 'USD', display_amount: '$12.50' },
-        available: { ledger_amount: 1250000000, amount: '12.5', currency: 'USD', display_amount: '$12.50' },
-        created_at: new Date(T).toISOString(), expires_at: new Date(T + 86_400_000).toISOString(),
-      }],
+      credits: [
+        {
+          id: grant.body.creditId,
+          source: 'promo',
+          priority: 50,
+          issued: { ledger_amount: 1250000000, amount: '12.5', currency: 'USD', display_amount: '$12.50' },
+          available: { ledger_amount: 1250000000, amount: '12.5', currency: 'USD', display_amount: '$12.50' },
+          created_at: new Date(T).toISOString(),
+          expires_at: new Date(T + 86_400_000).toISOString(),
+        },
+      ],
     })
     // Past 2^53 units (about 90 million USD) ledger_amount is a string of digits, exact.
     const big = await gw.post('/v1/wallet/top-up', { customerId: 'rich', amount: '123456789012.12345678', idempotencyKey: 'b' }, apiKey)
     expect(big.status, JSON.stringify(big.body)).toBe(200)
     const rich = await balance(apiKey, 'rich')
-    expect(rich.available).toEqual({ ledger_amount: '12345678901212345678', amount: '123456789012.12345678', currency: 'USD', display_amount: '$123,456,789,012.12345678' })
+    expect(rich.available).toEqual({
+      ledger_amount: '12345678901212345678',
+      amount: '123456789012.12345678',
+      currency: 'USD',
+      display_amount: '$123,456,789,012.12345678',
+    })
   })
 
   it('grant and top-up apply once per idempotency key; another request with the key is 409; currencies do not mix', async () => {
@@ -62,21 +80,43 @@ describe('wallet balance', () => {
     const g1 = await gw.post('/v1/wallet/credits/grant', { customerId: 'c', amount: '2', source: 'promo', idempotencyKey: 'g' }, apiKey)
     const g2 = await gw.post('/v1/wallet/credits/grant', { customerId: 'c', amount: '2', source: 'promo', idempotencyKey: 'g' }, apiKey)
     expect([g2.status, g2.body.replayed, g2.body.creditId, g2.body.available.amount]).toEqual([200, true, g1.body.creditId, '7'])
-    expectError(await gw.post('/v1/wallet/credits/grant', { customerId: 'c', amount: '2', source: 'manual', idempotencyKey: 'g' }, apiKey), 409, 'CONFLICT', DOCS)
+    expectError(
+      await gw.post('/v1/wallet/credits/grant', { customerId: 'c', amount: '2', source: 'manual', idempotencyKey: 'g' }, apiKey),
+      409,
+      'CONFLICT',
+      DOCS,
+    )
     expectError(await gw.post('/v1/wallet/top-up', { customerId: 'c', amount: '1', currency: 'EUR', idempotencyKey: 'eur' }, apiKey), 409, 'CONFLICT', DOCS)
     expectError(await gw.post('/v1/wallet/top-up', { customerId: 'c', amount: '0', idempotencyKey: 'zero' }, apiKey), 400, 'BAD_REQUEST', DOCS)
-    expectError(await gw.post('/v1/wallet/credits/grant', { customerId: 'c', amount: '1', source: 'promo', expiresAt: gw.clock(), idempotencyKey: 'past' }, apiKey), 400, 'BAD_REQUEST', DOCS)
-    expectError(await gw.post('/v1/wallet/credits/grant', { customerId: 'c', amount: '1', source: 'stolen', idempotencyKey: 'src' }, apiKey), 400, 'BAD_REQUEST', DOCS)
+    expectError(
+      await gw.post('/v1/wallet/credits/grant', { customerId: 'c', amount: '1', source: 'promo', expiresAt: gw.clock(), idempotencyKey: 'past' }, apiKey),
+      400,
+      'BAD_REQUEST',
+      DOCS,
+    )
+    expectError(
+      await gw.post('/v1/wallet/credits/grant', { customerId: 'c', amount: '1', source: 'stolen', idempotencyKey: 'src' }, apiKey),
+      400,
+      'BAD_REQUEST',
+      DOCS,
+    )
     expect((await balance(apiKey, 'c')).available.amount).toBe('7')
     const rows = (await gw.redis.lrange(journalKey(projectId), 0, -1)).map((r) => JSON.parse(r.split('\t')[1]!))
-    expect(rows.map((r) => [r.kind, r.amount, r.source])).toEqual([['top_up', '500000000', 'cash_wallet'], ['credit_grant', '200000000', 'promo']])
+    expect(rows.map((r) => [r.kind, r.amount, r.source])).toEqual([
+      ['top_up', '500000000', 'cash_wallet'],
+      ['credit_grant', '200000000', 'promo'],
+    ])
   })
 
   it('credits go before cash, by priority then earliest expiry; expired credits stop counting and are journaled', async () => {
     const T = gw.clock()
     const { apiKey, projectId } = await gw.project()
     const grant = (id: string, amount: string, priority: number, expiresAt?: number) =>
-      gw.post('/v1/wallet/credits/grant', { customerId: 'c', amount, source: 'promo', priority, idempotencyKey: id, ...(expiresAt ? { expiresAt } : {}) }, apiKey)
+      gw.post(
+        '/v1/wallet/credits/grant',
+        { customerId: 'c', amount, source: 'promo', priority, idempotencyKey: id, ...(expiresAt ? { expiresAt } : {}) },
+        apiKey,
+      )
     await gw.post('/v1/wallet/top-up', { customerId: 'c', amount: '10', idempotencyKey: 'cash' }, apiKey)
     const low = (await grant('low', '1', 10)).body.creditId
     const late = (await grant('late', '1', 90, T + 20_000)).body.creditId
@@ -87,11 +127,19 @@ describe('wallet balance', () => {
     expect(run.status, JSON.stringify(run.body)).toBe(200)
     let b = await balance(apiKey, 'c')
     expect([b.available.amount, b.held.amount]).toEqual(['10.5', '2.5'])
-    expect(b.credits.map((c: any) => [c.id, c.available.amount])).toEqual([[soon, '0'], [late, '0'], [low, '0.5']])
+    expect(b.credits.map((c: any) => [c.id, c.available.amount])).toEqual([
+      [soon, '0'],
+      [late, '0'],
+      [low, '0.5'],
+    ])
     // It ends having consumed nothing: everything goes back where it came from.
     expect((await gw.post(`/v1/runs/end/${run.body.runId}`, { status: 'canceled' }, apiKey)).status).toBe(200)
     b = await balance(apiKey, 'c')
-    expect(b.credits.map((c: any) => [c.id, c.available.amount])).toEqual([[soon, '1'], [late, '1'], [low, '1']])
+    expect(b.credits.map((c: any) => [c.id, c.available.amount])).toEqual([
+      [soon, '1'],
+      [late, '1'],
+      [low, '1'],
+    ])
     // `soon` expires at its instant: it no longer counts, and its remainder is journaled.
     gw.clock.set(T + 10_000)
     b = await balance(apiKey, 'c')
@@ -102,7 +150,7 @@ describe('wallet balance', () => {
     expect(new Set(rows.map((r) => r.movement_id)).size).toBe(rows.length)
   })
 
-  it('projectId must be the key\'s project; the routes need their scopes', async () => {
+  it("projectId must be the key's project; the routes need their scopes", async () => {
     const { apiKey, projectId } = await gw.project()
     expect((await gw.get(`/v1/wallet/balance?customerId=c&projectId=${projectId}`, apiKey)).status).toBe(200)
     expectError(await gw.get('/v1/wallet/balance?customerId=c&projectId=someone-else', apiKey), 403, 'FORBIDDEN', DOCS)

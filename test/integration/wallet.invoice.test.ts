@@ -23,8 +23,22 @@ describe('applyToInvoice', () => {
     const c = 'cust-1'
     expect((await wallet.topUp(projectId, { customerId: c, amount: 10n * USD, idempotencyKey: 't1' })).ok).toBe(true)
     const low = await wallet.grant(projectId, { customerId: c, amount: 3n * USD, source: 'promo', priority: 10, idempotencyKey: 'g-low' })
-    const soon = await wallet.grant(projectId, { customerId: c, amount: 2n * USD, source: 'promo', priority: 90, expiresAt: T0 + 3_600_000, idempotencyKey: 'g-soon' })
-    const later = await wallet.grant(projectId, { customerId: c, amount: 4n * USD, source: 'manual', priority: 90, expiresAt: T0 + 7_200_000, idempotencyKey: 'g-later' })
+    const soon = await wallet.grant(projectId, {
+      customerId: c,
+      amount: 2n * USD,
+      source: 'promo',
+      priority: 90,
+      expiresAt: T0 + 3_600_000,
+      idempotencyKey: 'g-soon',
+    })
+    const later = await wallet.grant(projectId, {
+      customerId: c,
+      amount: 4n * USD,
+      source: 'manual',
+      priority: 90,
+      expiresAt: T0 + 7_200_000,
+      idempotencyKey: 'g-later',
+    })
     if (!low.ok || !soon.ok || !later.ok) throw new Error('grant failed')
 
     const first = await wallet.applyToInvoice(projectId, c, 'inv_1', 12n * USD + 5n, 'USD', clock())
@@ -69,7 +83,10 @@ describe('applyToInvoice', () => {
     const applied = await wallet.applyToInvoice(projectId, 'e', 'inv_e', 1n * USD, 'USD', clock())
     expect(applied).toEqual({ allocations: [], remainingLedger: 1n * USD })
     const rows = (await redis.lrange(journalKey(projectId), 0, -1)).map((r) => JSON.parse(r.split('\t')[1]!))
-    expect(rows.map((r) => [r.kind, r.amount])).toEqual([['credit_grant', '200000000'], ['credit_expiry', '200000000']])
+    expect(rows.map((r) => [r.kind, r.amount])).toEqual([
+      ['credit_grant', '200000000'],
+      ['credit_expiry', '200000000'],
+    ])
   })
 
   it('many concurrent applications of one invoice pay it once', async () => {

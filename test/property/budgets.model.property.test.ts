@@ -25,13 +25,40 @@ const LENGTH: Record<Exclude<MWindow, 'never'>, number> = { hour: HOUR_MS, day: 
 // ------------------------------------------------------------------------------------------
 // The reference model
 
-interface MLimit { id: string; window: MWindow; enforce: Enforce; amount: bigint; consumed: bigint; periodStart: number | null; before: bigint }
-interface MHold { state: 'o' | 's' | 'r' | 'x'; amount: bigint; expiresAt: number; settled: bigint; purgeAt: number; idemKey: string }
+interface MLimit {
+  id: string
+  window: MWindow
+  enforce: Enforce
+  amount: bigint
+  consumed: bigint
+  periodStart: number | null
+  before: bigint
+}
+interface MHold {
+  state: 'o' | 's' | 'r' | 'x'
+  amount: bigint
+  expiresAt: number
+  settled: bigint
+  purgeAt: number
+  idemKey: string
+}
 /** Idempotency records are forgotten by the sweep: an authorize's with its hold's record, others after the retention. */
-type MIdem = ({ op: 'a'; amount: bigint; ttlArg: number | undefined; holdId: number; expiresAt: number } | { op: 'c' | 'r'; amount: bigint }) & { purgeAt: number | null }
+type MIdem = ({ op: 'a'; amount: bigint; ttlArg: number | undefined; holdId: number; expiresAt: number } | { op: 'c' | 'r'; amount: bigint }) & {
+  purgeAt: number | null
+}
 
-interface LimitSpec { id: string; window: MWindow; enforce: Enforce; amount: bigint }
-interface ConfigSpec { limits: LimitSpec[]; defaultTtlMs: number; maxTtlMs: number | undefined; closes: 'open' | 'past' | 'future' | 'now' }
+interface LimitSpec {
+  id: string
+  window: MWindow
+  enforce: Enforce
+  amount: bigint
+}
+interface ConfigSpec {
+  limits: LimitSpec[]
+  defaultTtlMs: number
+  maxTtlMs: number | undefined
+  closes: 'open' | 'past' | 'future' | 'now'
+}
 
 /** The normalized answer both sides are reduced to. */
 type Answer = Record<string, unknown>
@@ -59,7 +86,10 @@ class BudgetModel {
   private touch(): void {
     for (const l of this.limits) {
       const { start } = periodOf(l.window, this.now)
-      if (l.periodStart !== start) { l.periodStart = start; l.consumed = 0n }
+      if (l.periodStart !== start) {
+        l.periodStart = start
+        l.consumed = 0n
+      }
       l.before = l.consumed
     }
     for (const h of this.holds.values()) {
@@ -95,8 +125,14 @@ class BudgetModel {
       const remaining = l.amount - l.consumed - this.held
       if (l.enforce === 'hard' && (least === undefined || remaining < least)) least = remaining
       return {
-        id: l.id, window: l.window, enforce: l.enforce, amount: formatUnits(l.amount), consumed: formatUnits(l.consumed),
-        held, remaining: formatUnits(remaining), resetsAt: periodOf(l.window, this.now).resetsAt,
+        id: l.id,
+        window: l.window,
+        enforce: l.enforce,
+        amount: formatUnits(l.amount),
+        consumed: formatUnits(l.consumed),
+        held,
+        remaining: formatUnits(remaining),
+        resetsAt: periodOf(l.window, this.now).resetsAt,
       }
     })
     return { remaining: least === undefined ? null : formatUnits(least), held, limits, asOf: this.now }
@@ -119,12 +155,18 @@ class BudgetModel {
     const b = blocked!
     const remedy = failing.every((l) => l.consumed + amount <= l.amount)
       ? 'release_holds'
-      : failing.every((l) => l.window !== 'never' && this.held + amount <= l.amount) ? 'wait_for_reset' : 'raise_limit'
+      : failing.every((l) => l.window !== 'never' && this.held + amount <= l.amount)
+        ? 'wait_for_reset'
+        : 'raise_limit'
     return {
       reason: 'budget_exceeded',
       blocked: {
-        limitId: b.id, window: b.window, remaining: formatUnits(b.amount - b.consumed - this.held), held: formatUnits(this.held),
-        resetsAt: periodOf(b.window, this.now).resetsAt, remedy,
+        limitId: b.id,
+        window: b.window,
+        remaining: formatUnits(b.amount - b.consumed - this.held),
+        held: formatUnits(this.held),
+        resetsAt: periodOf(b.window, this.now).resetsAt,
+        remedy,
       },
       balance: this.balance(),
     }
@@ -144,13 +186,18 @@ class BudgetModel {
     this.closesAt = closesAt
     for (const l of this.limits) {
       const { start } = periodOf(l.window, this.now)
-      if (l.periodStart !== start) { l.periodStart = start; l.consumed = 0n; l.before = 0n }
+      if (l.periodStart !== start) {
+        l.periodStart = start
+        l.consumed = 0n
+        l.before = 0n
+      }
     }
   }
 
   view(key: string): Answer {
     return {
-      key, unit: '',
+      key,
+      unit: '',
       limits: this.limits.map((l) => ({ id: l.id, window: l.window, enforce: l.enforce, amount: formatUnits(l.amount) })),
       holds: { defaultTtlMs: this.defaultTtlMs, maxTtlMs: this.maxTtlMs },
       closesAt: this.closesAt,
@@ -185,8 +232,13 @@ class BudgetModel {
 
   private outcome(id: number, h: MHold, replayed: boolean): Answer {
     const out: Answer = {
-      holdId: `h_${id}`, state: h.state === 'r' ? 'released' : 'settled', amount: formatUnits(h.amount), expiresAt: h.expiresAt,
-      replayed, balance: this.balance(), crossed: this.crossed(),
+      holdId: `h_${id}`,
+      state: h.state === 'r' ? 'released' : 'settled',
+      amount: formatUnits(h.amount),
+      expiresAt: h.expiresAt,
+      replayed,
+      balance: this.balance(),
+      crossed: this.crossed(),
     }
     if (h.state !== 'r') {
       out.settledBy = h.state === 'x' ? 'expiry' : 'settle'
@@ -238,10 +290,16 @@ class BudgetModel {
     const expired = open.filter((h) => h.state === 'x').length
     let purged = 0
     for (const [id, h] of this.holds) {
-      if (h.state !== 'o' && h.purgeAt <= this.now) { this.holds.delete(id); purged++ }
+      if (h.state !== 'o' && h.purgeAt <= this.now) {
+        this.holds.delete(id)
+        purged++
+      }
     }
     for (const [key, record] of this.idem) {
-      if (record.purgeAt !== null && record.purgeAt <= this.now) { this.idem.delete(key); purged++ }
+      if (record.purgeAt !== null && record.purgeAt <= this.now) {
+        this.idem.delete(key)
+        purged++
+      }
     }
     return { expired, purged }
   }
@@ -260,10 +318,7 @@ class BudgetModel {
 // ------------------------------------------------------------------------------------------
 // Operations
 
-type Tick =
-  | { kind: 'ms'; ms: number }
-  | { kind: 'deadline'; delta: -1 | 0 | 1 }
-  | { kind: 'boundary'; window: 'hour' | 'day'; delta: -1 | 0 | 1 }
+type Tick = { kind: 'ms'; ms: number } | { kind: 'deadline'; delta: -1 | 0 | 1 } | { kind: 'boundary'; window: 'hour' | 'day'; delta: -1 | 0 | 1 }
 
 type Op =
   | { t: 'authorize'; amount: bigint; pad: number; ttlMs: number | undefined; idem: string | null }
@@ -290,30 +345,46 @@ const ttlArb = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom(2 * HOUR_MS, 5 * HOUR_MS, DAY_MS, DAY_MS + 1) },
 )
 
-const limitSpecArb = (id: string) => fc.record({
-  id: fc.constant(id),
-  window: fc.constantFrom<MWindow>('never', 'day', 'hour'),
-  enforce: fc.constantFrom<Enforce>('hard', 'hard', 'soft'),
-  amount: fc.constantFrom(0n, 5n * ONE, 10n * ONE, 20n * ONE, 30n * ONE, 50n * ONE, 100n * ONE, 12n * ONE + 34n),
-})
-const configArb: fc.Arbitrary<ConfigSpec> = fc.record({
-  limits: fc.subarray(['a', 'b', 'c', 'd'], { minLength: 1, maxLength: 3 }).chain((ids) => fc.tuple(...ids.map(limitSpecArb))),
-  defaultTtlMs: fc.constantFrom(1_000, 60_000, 600_000, HOUR_MS),
-  maxTtlMs: fc.constantFrom<number | undefined>(undefined, HOUR_MS, 2 * HOUR_MS, DAY_MS),
-  closes: fc.constantFrom<ConfigSpec['closes']>('open', 'open', 'open', 'past', 'future', 'now'),
-}).filter((c) => c.maxTtlMs === undefined || c.defaultTtlMs <= c.maxTtlMs)
+const limitSpecArb = (id: string) =>
+  fc.record({
+    id: fc.constant(id),
+    window: fc.constantFrom<MWindow>('never', 'day', 'hour'),
+    enforce: fc.constantFrom<Enforce>('hard', 'hard', 'soft'),
+    amount: fc.constantFrom(0n, 5n * ONE, 10n * ONE, 20n * ONE, 30n * ONE, 50n * ONE, 100n * ONE, 12n * ONE + 34n),
+  })
+const configArb: fc.Arbitrary<ConfigSpec> = fc
+  .record({
+    limits: fc.subarray(['a', 'b', 'c', 'd'], { minLength: 1, maxLength: 3 }).chain((ids) => fc.tuple(...ids.map(limitSpecArb))),
+    defaultTtlMs: fc.constantFrom(1_000, 60_000, 600_000, HOUR_MS),
+    maxTtlMs: fc.constantFrom<number | undefined>(undefined, HOUR_MS, 2 * HOUR_MS, DAY_MS),
+    closes: fc.constantFrom<ConfigSpec['closes']>('open', 'open', 'open', 'past', 'future', 'now'),
+  })
+  .filter((c) => c.maxTtlMs === undefined || c.defaultTtlMs <= c.maxTtlMs)
 
 const tickArb: fc.Arbitrary<Tick> = fc.oneof(
   { weight: 3, arbitrary: fc.integer({ min: 0, max: 3 * HOUR_MS }).map((ms) => ({ kind: 'ms' as const, ms })) },
   { weight: 2, arbitrary: fc.integer({ min: 0, max: 5_000 }).map((ms) => ({ kind: 'ms' as const, ms })) },
   { weight: 1, arbitrary: fc.constantFrom(25 * HOUR_MS, DAY_MS).map((ms) => ({ kind: 'ms' as const, ms })) },
   { weight: 3, arbitrary: fc.constantFrom<-1 | 0 | 1>(-1, 0, 1).map((delta) => ({ kind: 'deadline' as const, delta })) },
-  { weight: 2, arbitrary: fc.record({ window: fc.constantFrom<'hour' | 'day'>('hour', 'day'), delta: fc.constantFrom<-1 | 0 | 1>(-1, 0, 1) }).map((b) => ({ kind: 'boundary' as const, ...b })) },
+  {
+    weight: 2,
+    arbitrary: fc
+      .record({ window: fc.constantFrom<'hour' | 'day'>('hour', 'day'), delta: fc.constantFrom<-1 | 0 | 1>(-1, 0, 1) })
+      .map((b) => ({ kind: 'boundary' as const, ...b })),
+  },
 )
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 6, arbitrary: fc.record({ t: fc.constant('authorize' as const), amount: amountArb, pad: padArb, ttlMs: ttlArb, idem: idemArb }) },
-  { weight: 4, arbitrary: fc.record({ t: fc.constant('settle' as const), hold: holdArb, amount: fc.oneof(amountArb, fc.constantFrom<'full' | 'fullPlusOne'>('full', 'full', 'fullPlusOne')), pad: padArb }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      t: fc.constant('settle' as const),
+      hold: holdArb,
+      amount: fc.oneof(amountArb, fc.constantFrom<'full' | 'fullPlusOne'>('full', 'full', 'fullPlusOne')),
+      pad: padArb,
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ t: fc.constant('release' as const), hold: holdArb }) },
   { weight: 3, arbitrary: fc.record({ t: fc.constantFrom('charge' as const, 'record' as const), amount: amountArb, pad: padArb, idem: idemArb }) },
   { weight: 1, arbitrary: fc.constant({ t: 'get' as const }) },
@@ -335,10 +406,14 @@ function render(units: bigint, pad: number): string {
 
 function closesAtOf(spec: ConfigSpec, now: number, offset: number): number | null {
   switch (spec.closes) {
-    case 'open': return null
-    case 'past': return now - offset
-    case 'now': return now
-    case 'future': return now + offset
+    case 'open':
+      return null
+    case 'past':
+      return now - offset
+    case 'now':
+      return now
+    case 'future':
+      return now + offset
   }
 }
 
@@ -388,17 +463,29 @@ function outcomeOf(a: Answer): string {
   return 'ok'
 }
 
-beforeAll(() => { redis = testRedis() })
+beforeAll(() => {
+  redis = testRedis()
+})
 afterAll(async () => {
   await redis.quit()
-  if (process.env.DEBUG_MODEL) console.log([...stats].sort().map(([k, v]) => `${k} ${v}`).join('\n'))
+  if (process.env.DEBUG_MODEL)
+    console.log(
+      [...stats]
+        .sort()
+        .map(([k, v]) => `${k} ${v}`)
+        .join('\n'),
+    )
 })
 
 async function runSequence(start: number, initial: ConfigSpec, initialOffset: number, ops: Op[]): Promise<void> {
   const key = `m${++runs}`
   const clock = manualClock(start)
   let notified: Crossed[] | undefined
-  const service = new BudgetService(redis, clock, { onCrossed: (_p, _k, crossed) => { notified = crossed } })
+  const service = new BudgetService(redis, clock, {
+    onCrossed: (_p, _k, crossed) => {
+      notified = crossed
+    },
+  })
   const model = new BudgetModel(start)
   const log: string[] = []
 
@@ -422,7 +509,7 @@ async function runSequence(start: number, initial: ConfigSpec, initialOffset: nu
     let op = generated
     if (op.t === 'retry') {
       if (!last) continue
-      op = 'pad' in last ? { ...last, pad: op.pad } as Op : last
+      op = 'pad' in last ? ({ ...last, pad: op.pad } as Op) : last
     } else if ((op.t === 'authorize' || op.t === 'charge' || op.t === 'record') && op.idem === null) {
       op = { ...op, idem: `fresh${++fresh}` }
     }
@@ -508,10 +595,7 @@ async function runSequence(start: number, initial: ConfigSpec, initialOffset: nu
 }
 
 /** The first configuration is open most of the time, so that sequences get past budget_closed. */
-const initialConfigArb = fc.oneof(
-  { weight: 4, arbitrary: configArb.map((c) => ({ ...c, closes: 'open' as const })) },
-  { weight: 1, arbitrary: configArb },
-)
+const initialConfigArb = fc.oneof({ weight: 4, arbitrary: configArb.map((c) => ({ ...c, closes: 'open' as const })) }, { weight: 1, arbitrary: configArb })
 const startArb = fc.integer({ min: Date.UTC(2024, 0, 1), max: Date.UTC(2026, 0, 1) })
 
 // Regressions: each of these failed against the scripts as first written (see the report that
@@ -575,7 +659,11 @@ describe('examples', () => {
   test('an expiry applied by upsert that pushes a limit past its amount is notified (onCrossed: "whatever the operation")', async () => {
     const clock = manualClock(Date.UTC(2025, 0, 15, 12))
     const calls: Crossed[][] = []
-    const service = new BudgetService(redis, clock, { onCrossed: (_p, _k, crossed) => { calls.push(crossed) } })
+    const service = new BudgetService(redis, clock, {
+      onCrossed: (_p, _k, crossed) => {
+        calls.push(crossed)
+      },
+    })
     const key = `upsertcross${++runs}`
     const limits: UpsertInput['limits'] = [{ id: 'n', window: 'never', enforce: 'hard', amount: '10' }]
     await service.upsert(project, { key, limits })
@@ -593,23 +681,39 @@ describe('examples', () => {
 describe('budget service vs reference model', () => {
   test('random operation sequences agree step by step', async () => {
     await fc.assert(
-      fc.asyncProperty(startArb, initialConfigArb, fc.integer({ min: 1, max: 4 * HOUR_MS }), fc.array(opArb, { minLength: 1, maxLength: 60, size: 'max' }), runSequence),
+      fc.asyncProperty(
+        startArb,
+        initialConfigArb,
+        fc.integer({ min: 1, max: 4 * HOUR_MS }),
+        fc.array(opArb, { minLength: 1, maxLength: 60, size: 'max' }),
+        runSequence,
+      ),
       { numRuns: 400 },
     )
   })
 
   test('hold-heavy sequences: many holds, deadlines and boundaries', async () => {
     const holdOps = fc.oneof(
-      { weight: 5, arbitrary: fc.record({ t: fc.constant('authorize' as const), amount: amountArb, pad: fc.constant(0), ttlMs: ttlArb, idem: fc.constant(null) }) },
-      { weight: 3, arbitrary: fc.record({ t: fc.constant('settle' as const), hold: fc.integer({ min: 1, max: 25 }), amount: fc.oneof(amountArb, fc.constant<'full'>('full')), pad: fc.constant(0) }) },
+      {
+        weight: 5,
+        arbitrary: fc.record({ t: fc.constant('authorize' as const), amount: amountArb, pad: fc.constant(0), ttlMs: ttlArb, idem: fc.constant(null) }),
+      },
+      {
+        weight: 3,
+        arbitrary: fc.record({
+          t: fc.constant('settle' as const),
+          hold: fc.integer({ min: 1, max: 25 }),
+          amount: fc.oneof(amountArb, fc.constant<'full'>('full')),
+          pad: fc.constant(0),
+        }),
+      },
       { weight: 1, arbitrary: fc.record({ t: fc.constant('release' as const), hold: fc.integer({ min: 1, max: 25 }) }) },
       { weight: 1, arbitrary: fc.constant({ t: 'sweep' as const }) },
       { weight: 4, arbitrary: tickArb.map((tick) => ({ t: 'tick' as const, tick })) },
     ) as fc.Arbitrary<Op>
     const bigLimits = configArb.map((c) => ({ ...c, closes: 'open' as const, limits: c.limits.map((l) => ({ ...l, amount: l.amount * 4n })) }))
-    await fc.assert(
-      fc.asyncProperty(startArb, bigLimits, fc.constant(1), fc.array(holdOps, { minLength: 10, maxLength: 80, size: 'max' }), runSequence),
-      { numRuns: 150 },
-    )
+    await fc.assert(fc.asyncProperty(startArb, bigLimits, fc.constant(1), fc.array(holdOps, { minLength: 10, maxLength: 80, size: 'max' }), runSequence), {
+      numRuns: 150,
+    })
   })
 })

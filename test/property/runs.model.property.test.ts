@@ -22,10 +22,26 @@ import { RUNS_CATALOG } from '../support/runsCatalog.js'
 
 const CENT = 1_000_000n // ledger units per cent
 
-interface MCredit { id: string; priority: number; seq: number; avail: bigint; held: bigint }
+interface MCredit {
+  id: string
+  priority: number
+  seq: number
+  avail: bigint
+  held: bigint
+}
 interface MRun {
-  id: string; parent: string | null; budget: number; consumed: number; childHeld: number; deadline: number; status: string; endedAt: number
-  kids: string[]; tokens: number; records: Map<string, number>; alloc: { credit: MCredit | null; amount: bigint }[]
+  id: string
+  parent: string | null
+  budget: number
+  consumed: number
+  childHeld: number
+  deadline: number
+  status: string
+  endedAt: number
+  kids: string[]
+  tokens: number
+  records: Map<string, number>
+  alloc: { credit: MCredit | null; amount: bigint }[]
 }
 
 /** Cost in cents of a run's tokens so far, rounded up: 1–1,000 at 1 cent, then 0.1 cent plus 100 cents once. */
@@ -44,8 +60,12 @@ class Model {
   order(): MCredit[] {
     return [...this.credits].sort((a, b) => b.priority - a.priority || a.seq - b.seq)
   }
-  available(): bigint { return this.cash + this.credits.reduce((s, c) => s + c.avail, 0n) }
-  held(): bigint { return this.heldCash + this.credits.reduce((s, c) => s + c.held, 0n) }
+  available(): bigint {
+    return this.cash + this.credits.reduce((s, c) => s + c.avail, 0n)
+  }
+  held(): bigint {
+    return this.heldCash + this.credits.reduce((s, c) => s + c.held, 0n)
+  }
 
   end(r: MRun, status: string, now: number): void {
     for (const k of r.kids) {
@@ -63,13 +83,22 @@ class Model {
       for (const a of r.alloc) {
         const use = rest < a.amount ? rest : a.amount
         rest -= use
-        if (a.credit) { a.credit.held -= a.amount; a.credit.avail += a.amount - use } else { this.heldCash -= a.amount; this.cash += a.amount - use }
+        if (a.credit) {
+          a.credit.held -= a.amount
+          a.credit.avail += a.amount - use
+        } else {
+          this.heldCash -= a.amount
+          this.cash += a.amount - use
+        }
       }
     }
   }
   /** Lazy expiry on touch: true when the run was due. */
   touch(r: MRun, now: number): boolean {
-    if (r.status === 'running' && r.deadline <= now) { this.end(r, 'expired', now); return true }
+    if (r.status === 'running' && r.deadline <= now) {
+      this.end(r, 'expired', now)
+      return true
+    }
     return false
   }
 }
@@ -78,13 +107,22 @@ function view(r: MRun) {
   return { status: r.status, budget: r.budget, consumed: r.consumed, remaining: r.budget - r.consumed - r.childHeld, endedAt: r.endedAt, expiresAt: r.deadline }
 }
 function seen(r: Run) {
-  return { status: r.status, budget: r.budgetAmountMinor, consumed: r.consumedAmountMinor, remaining: r.remainingAmountMinor, endedAt: r.endedAt, expiresAt: r.expiresAt }
+  return {
+    status: r.status,
+    budget: r.budgetAmountMinor,
+    consumed: r.consumedAmountMinor,
+    remaining: r.remainingAmountMinor,
+    endedAt: r.endedAt,
+    expiresAt: r.expiresAt,
+  }
 }
 
 let redis: Redis
 /** What the random runs exercised, over all seeds: the last test checks every case came up. */
 const covered = new Set<string>()
-beforeAll(() => { redis = testRedis() })
+beforeAll(() => {
+  redis = testRedis()
+})
 afterAll(() => redis.quit())
 
 describe('runs against a reference model', () => {
@@ -129,17 +167,37 @@ describe('runs against a reference model', () => {
           continue
         }
         if (!res.ok) throw new Error(`${ctx}: ${res.message}`)
-        const r: MRun = { id: res.value.runId, parent: null, budget, consumed: 0, childHeld: 0, deadline: now + ttlMs, status: 'running', endedAt: 0, kids: [], tokens: 0, records: new Map(), alloc: [] }
+        const r: MRun = {
+          id: res.value.runId,
+          parent: null,
+          budget,
+          consumed: 0,
+          childHeld: 0,
+          deadline: now + ttlMs,
+          status: 'running',
+          endedAt: 0,
+          kids: [],
+          tokens: 0,
+          records: new Map(),
+          alloc: [],
+        }
         let rest = need
         for (const c of m.order()) {
           if (rest === 0n) break
           const take = c.avail < rest ? c.avail : rest
           if (take === 0n) continue
-          c.avail -= take; c.held += take; rest -= take
+          c.avail -= take
+          c.held += take
+          rest -= take
           r.alloc.push({ credit: c, amount: take })
         }
-        if (rest > 0n) { m.cash -= rest; m.heldCash += rest; r.alloc.push({ credit: null, amount: rest }) }
-        m.runs.set(r.id, r); ids.push(r.id)
+        if (rest > 0n) {
+          m.cash -= rest
+          m.heldCash += rest
+          r.alloc.push({ credit: null, amount: rest })
+        }
+        m.runs.set(r.id, r)
+        ids.push(r.id)
         expect(seen(res.value), ctx).toEqual(view(r))
       } else if (op < 0.45 && ids.length > 0) {
         // a child run
@@ -148,16 +206,35 @@ describe('runs against a reference model', () => {
         const ttlMs = int(1, 60) * 1000
         const res = await runs.start(projectId, { customerId: 'acme', budgetAmountMinor: budget, idempotencyKey: `c${step}`, parentRunId: parent.id, ttlMs })
         m.touch(parent, now)
-        if (parent.status !== 'running') { expect(!res.ok && res.reason, ctx).toBe('parent_not_running'); covered.add('parent_not_running'); continue }
-        if (parent.budget - parent.consumed - parent.childHeld < budget) { expect(!res.ok && res.reason, ctx).toBe('insufficient_budget'); covered.add('child_insufficient_budget'); continue }
+        if (parent.status !== 'running') {
+          expect(!res.ok && res.reason, ctx).toBe('parent_not_running')
+          covered.add('parent_not_running')
+          continue
+        }
+        if (parent.budget - parent.consumed - parent.childHeld < budget) {
+          expect(!res.ok && res.reason, ctx).toBe('insufficient_budget')
+          covered.add('child_insufficient_budget')
+          continue
+        }
         if (!res.ok) throw new Error(`${ctx}: ${res.message}`)
         const r: MRun = {
-          id: res.value.runId, parent: parent.id, budget, consumed: 0, childHeld: 0, deadline: Math.min(now + ttlMs, parent.deadline), status: 'running', endedAt: 0,
-          kids: [], tokens: 0, records: new Map(), alloc: [],
+          id: res.value.runId,
+          parent: parent.id,
+          budget,
+          consumed: 0,
+          childHeld: 0,
+          deadline: Math.min(now + ttlMs, parent.deadline),
+          status: 'running',
+          endedAt: 0,
+          kids: [],
+          tokens: 0,
+          records: new Map(),
+          alloc: [],
         }
         parent.childHeld += budget
         parent.kids.push(r.id)
-        m.runs.set(r.id, r); ids.push(r.id)
+        m.runs.set(r.id, r)
+        ids.push(r.id)
         expect(seen(res.value), ctx).toEqual(view(r))
       } else if (op < 0.75 && ids.length > 0) {
         // Mostly the newest runs, so some run far enough to reach the second token tier.
@@ -168,13 +245,21 @@ describe('runs against a reference model', () => {
         if (!res.ok) throw new Error(`${ctx}: ${res.message}`)
         let reason: string
         let cost = 0
-        if (r.records.has(key)) { reason = 'duplicate'; cost = r.records.get(key)! }
-        else if (m.touch(r, now) || r.status === 'expired') reason = 'expired'
+        if (r.records.has(key)) {
+          reason = 'duplicate'
+          cost = r.records.get(key)!
+        } else if (m.touch(r, now) || r.status === 'expired') reason = 'expired'
         else if (r.status !== 'running') reason = 'not_running'
         else {
           cost = tokenCents(r.tokens + tokens) - tokenCents(r.tokens)
           if (cost > r.budget - r.consumed - r.childHeld) reason = 'insufficient_budget'
-          else { reason = 'accepted'; r.consumed += cost; r.tokens += tokens; r.records.set(key, cost); if (r.tokens > 1000) covered.add('second tier') }
+          else {
+            reason = 'accepted'
+            r.consumed += cost
+            r.tokens += tokens
+            r.records.set(key, cost)
+            if (r.tokens > 1000) covered.add('second tier')
+          }
         }
         expect({ reason: res.value.reason, cost: res.value.costAmountMinor, run: seen(res.value.run) }, ctx).toEqual({ reason, cost, run: view(r) })
         covered.add(reason)
@@ -183,8 +268,10 @@ describe('runs against a reference model', () => {
         const status = pick(['completed', 'canceled', 'failed'] as const)
         const res = await runs.end(projectId, r.id, status)
         const expired = m.touch(r, now)
-        if (r.status === 'running') { m.end(r, status, now); expect(res.ok, ctx).toBe(true) }
-        else if (r.status === status && !expired) expect(res.ok, ctx).toBe(true)
+        if (r.status === 'running') {
+          m.end(r, status, now)
+          expect(res.ok, ctx).toBe(true)
+        } else if (r.status === status && !expired) expect(res.ok, ctx).toBe(true)
         else expect(!res.ok && res.reason, ctx).toBe('run_not_running')
         covered.add(`end:${r.status}`)
         const got = await runs.get(projectId, r.id)
@@ -198,8 +285,14 @@ describe('runs against a reference model', () => {
       const b = await wallet.balance(projectId, 'acme')
       if (!b.ok) throw new Error('balance')
       expect([BigInt(b.value.available.ledger_amount), BigInt(b.value.held.ledger_amount)], ctx).toEqual([m.available(), m.held()])
-      const live = m.order().filter((c) => c.avail > 0n || c.held > 0n).map((c) => [c.id, c.avail])
-      expect(b.value.credits.map((c) => [c.id, BigInt(c.available.ledger_amount)]), ctx).toEqual(live)
+      const live = m
+        .order()
+        .filter((c) => c.avail > 0n || c.held > 0n)
+        .map((c) => [c.id, c.avail])
+      expect(
+        b.value.credits.map((c) => [c.id, BigInt(c.available.ledger_amount)]),
+        ctx,
+      ).toEqual(live)
     }
     // Finally every run agrees with the model.
     for (const r of m.runs.values()) {
@@ -210,7 +303,21 @@ describe('runs against a reference model', () => {
   })
 
   test('the seeds exercised every answer', () => {
-    for (const c of ['accepted', 'duplicate', 'expired', 'not_running', 'insufficient_budget', 'insufficient_funds', 'parent_not_running', 'child_insufficient_budget', 'end:completed', 'end:canceled', 'end:failed', 'end:expired', 'second tier']) {
+    for (const c of [
+      'accepted',
+      'duplicate',
+      'expired',
+      'not_running',
+      'insufficient_budget',
+      'insufficient_funds',
+      'parent_not_running',
+      'child_insufficient_budget',
+      'end:completed',
+      'end:canceled',
+      'end:failed',
+      'end:expired',
+      'second tier',
+    ]) {
       expect(covered, c).toContain(c)
     }
   })

@@ -21,13 +21,15 @@ export interface ClickHouseServerHandle {
 const HOST = '127.0.0.1'
 const READY_TIMEOUT_MS = 30_000
 const STOP_GRACE_MS = 10_000
-const INSTALL_HINT =
-  'clickhouse-server must be installed (Debian: apt-get install clickhouse-server, or run scripts/install.sh)'
+const INSTALL_HINT = 'clickhouse-server must be installed (Debian: apt-get install clickhouse-server, or run scripts/install.sh)'
 const CANDIDATES = ['/usr/sbin/clickhouse-server', '/usr/bin/clickhouse-server', '/usr/bin/clickhouse']
 
 /** The clickhouse-server binary: $CLICKHOUSE_SERVER_BIN, PATH, or the Debian locations. */
 export async function findClickHouseServer(): Promise<string | undefined> {
-  const fromPath = (process.env.PATH ?? '').split(path.delimiter).filter(Boolean).map((d) => path.join(d, 'clickhouse-server'))
+  const fromPath = (process.env.PATH ?? '')
+    .split(path.delimiter)
+    .filter(Boolean)
+    .map((d) => path.join(d, 'clickhouse-server'))
   const all = [process.env.CLICKHOUSE_SERVER_BIN, ...fromPath, ...CANDIDATES].filter((c): c is string => Boolean(c))
   for (const candidate of all) {
     try {

@@ -32,10 +32,17 @@ export const COMMON_BUDGET = {
 export const COMMON_CATALOG = {
   features: [{ slug: 'common-calls', title: 'Calls', unitOfMeasure: 'calls' }],
   plans: [{ slug: 'common', title: 'Common' }],
-  planVersions: [{
-    plan: 'common', version: 1, status: 'published', title: 'Common', currency: 'USD', billingConfig: { billingInterval: 'month' },
-    features: [{ featureSlug: 'common-calls', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, limit: 1000 }],
-  }],
+  planVersions: [
+    {
+      plan: 'common',
+      version: 1,
+      status: 'published',
+      title: 'Common',
+      currency: 'USD',
+      billingConfig: { billingInterval: 'month' },
+      features: [{ featureSlug: 'common-calls', featureType: 'usage', config: { usageMode: 'unit', price: '0.01' }, limit: 1000 }],
+    },
+  ],
   customers: [{ id: 'common-customer' }],
   subscriptions: [{ id: 'common-sub', customerId: 'common-customer', phases: [{ plan: 'common', version: 1, startAt: Date.UTC(2024, 0, 1) }] }],
 } as const
@@ -115,7 +122,10 @@ export function expectIssue(res: AnyResponse, path: string, docsUrl?: string): v
     expect(typeof issue.path).toBe('string')
     expect(typeof issue.message).toBe('string')
   }
-  expect(issues.map((i: { path: string }) => i.path), `issues name ${path}`).toContain(path)
+  expect(
+    issues.map((i: { path: string }) => i.path),
+    `issues name ${path}`,
+  ).toContain(path)
 }
 
 export interface RawRequest {
@@ -176,23 +186,30 @@ export function rawRequest(baseUrl: string, request: RawRequest): Promise<RawRes
         res.on('end', () => {
           const text = Buffer.concat(parts).toString('utf8')
           let body: unknown = text
-          try { body = JSON.parse(text) } catch { /* not JSON: keep the text */ }
+          try {
+            body = JSON.parse(text)
+          } catch {
+            /* not JSON: keep the text */
+          }
           req.destroy()
           finish(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body, written }))
         })
       },
     )
     // Writing after the server answered and closed may fail (EPIPE, ECONNRESET): the answer counts.
-    req.on('error', (err) => { if (!answered) finish(() => reject(err)) })
+    req.on('error', (err) => {
+      if (!answered) finish(() => reject(err))
+    })
     const timer = setTimeout(() => {
       req.destroy()
       finish(() => reject(new Error(`${request.method} ${request.path}: no complete answer within ${deadlineMs} ms (${written} bytes written)`)))
     }, deadlineMs)
 
-    const write = (chunk: string | Buffer) => new Promise<void>((done) => {
-      written += Buffer.byteLength(chunk)
-      req.write(chunk, () => done())
-    })
+    const write = (chunk: string | Buffer) =>
+      new Promise<void>((done) => {
+        written += Buffer.byteLength(chunk)
+        req.write(chunk, () => done())
+      })
     const send = async () => {
       if (request.streamPast) {
         const { limit, chunkBytes } = request.streamPast
@@ -210,7 +227,9 @@ export function rawRequest(baseUrl: string, request: RawRequest): Promise<RawRes
       if (request.body !== undefined) written += Buffer.byteLength(request.body)
       req.end(request.body)
     }
-    send().catch((err: unknown) => { if (!answered) finish(() => reject(err)) })
+    send().catch((err: unknown) => {
+      if (!answered) finish(() => reject(err))
+    })
   })
 }
 
@@ -237,7 +256,7 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
     let gw: TestGateway
     let ctx: CommonContext
 
-    const validBody = (): unknown => (typeof route.validBody === 'function' ? (route.validBody as (c: CommonContext) => unknown)(ctx) : route.validBody ?? {})
+    const validBody = (): unknown => (typeof route.validBody === 'function' ? (route.validBody as (c: CommonContext) => unknown)(ctx) : (route.validBody ?? {}))
     /** The key that passes authentication and authorization on this route. */
     const goodKey = (): string => (access.kind === 'root' ? ROOT_KEY : ctx.apiKey)
     /** The route's path, its parameters filled in. */
@@ -285,15 +304,24 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
       const project = await gw.project()
       const upsert = await gw.post('/v1/budgets/upsert', COMMON_BUDGET, project.apiKey)
       expect(upsert.status, JSON.stringify(upsert.body)).toBe(200)
-      const hold = await gw.post('/v1/budgets/authorize', { key: COMMON_BUDGET.key, amount: '1', ttlMs: 3_600_000, idempotencyKey: 'common-hold' }, project.apiKey)
+      const hold = await gw.post(
+        '/v1/budgets/authorize',
+        { key: COMMON_BUDGET.key, amount: '1', ttlMs: 3_600_000, idempotencyKey: 'common-hold' },
+        project.apiKey,
+      )
       expect(hold.status, JSON.stringify(hold.body)).toBe(200)
       const catalog = await gw.post('/v1/config/apply', COMMON_CATALOG, project.apiKey)
       expect(catalog.status, JSON.stringify(catalog.body)).toBe(200)
       const versions = await gw.post('/v1/plan-versions/list', {}, project.apiKey)
       expect(versions.status, JSON.stringify(versions.body)).toBe(200)
       ctx = {
-        ...project, budgetKey: COMMON_BUDGET.key, holdId: hold.body.holdId, victimKeyId: '', victimApiKey: '',
-        customerId: COMMON_CATALOG.customers[0].id, planVersionId: versions.body.planVersions[0].id,
+        ...project,
+        budgetKey: COMMON_BUDGET.key,
+        holdId: hold.body.holdId,
+        victimKeyId: '',
+        victimApiKey: '',
+        customerId: COMMON_CATALOG.customers[0].id,
+        planVersionId: versions.body.planVersions[0].id,
       }
       const victim = await createKey(['budgets:read'])
       ctx.victimKeyId = victim.keyId
@@ -363,16 +391,19 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
       expectError(res, 403, 'FORBIDDEN', docsUrl)
     })
 
-    test(access.kind === 'project' ? 'the root key on a project route → 403' : 'the root key passes authentication (a bad body is 400, not 401/403)', async () => {
-      if (access.kind === 'public') return
-      if (access.kind === 'project') {
-        const res = await unchangedBy(() => call(ROOT_KEY))
-        expectError(res, 403, 'FORBIDDEN', docsUrl)
-      } else if (isPost) {
-        const res = await unchangedBy(() => call(ROOT_KEY, undefined, { zzUnknown: true }))
-        expectError(res, 400, 'BAD_REQUEST', docsUrl)
-      }
-    })
+    test(
+      access.kind === 'project' ? 'the root key on a project route → 403' : 'the root key passes authentication (a bad body is 400, not 401/403)',
+      async () => {
+        if (access.kind === 'public') return
+        if (access.kind === 'project') {
+          const res = await unchangedBy(() => call(ROOT_KEY))
+          expectError(res, 403, 'FORBIDDEN', docsUrl)
+        } else if (isPost) {
+          const res = await unchangedBy(() => call(ROOT_KEY, undefined, { zzUnknown: true }))
+          expectError(res, 400, 'BAD_REQUEST', docsUrl)
+        }
+      },
+    )
 
     // ---- 400 / 413: bad bodies -----------------------------------------------------------------
 
@@ -383,9 +414,14 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
       })
 
       test('no content type → 400', async () => {
-        const res = await unchangedBy(() => rawRequest(gw.url, {
-          method: 'POST', path: route.path, headers: { authorization: `Bearer ${goodKey()}` }, body: JSON.stringify(validBody()),
-        }))
+        const res = await unchangedBy(() =>
+          rawRequest(gw.url, {
+            method: 'POST',
+            path: route.path,
+            headers: { authorization: `Bearer ${goodKey()}` },
+            body: JSON.stringify(validBody()),
+          }),
+        )
         expectIssue(res, '$', docsUrl)
       })
 
@@ -402,13 +438,23 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
       })
 
       test('an empty body → 400', async () => {
-        const res = await unchangedBy(() => rawRequest(gw.url, {
-          method: 'POST', path: route.path, headers: { authorization: `Bearer ${goodKey()}`, 'content-type': 'application/json' }, body: '',
-        }))
+        const res = await unchangedBy(() =>
+          rawRequest(gw.url, {
+            method: 'POST',
+            path: route.path,
+            headers: { authorization: `Bearer ${goodKey()}`, 'content-type': 'application/json' },
+            body: '',
+          }),
+        )
         expectIssue(res, '$', docsUrl)
       })
 
-      test.each([['an array', []], ['a string', 'text'], ['null', null], ['a number', 42]])('a body that is %s, not an object → 400 at $', async (_name, body) => {
+      test.each([
+        ['an array', []],
+        ['a string', 'text'],
+        ['null', null],
+        ['a number', 42],
+      ])('a body that is %s, not an object → 400 at $', async (_name, body) => {
         const res = await unchangedBy(() => call(goodKey(), undefined, JSON.stringify(body)))
         expectIssue(res, '$', docsUrl)
       })
@@ -431,9 +477,14 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
       test('a chunked body under the limit is read whole (400 naming its unknown property)', async () => {
         const text = JSON.stringify({ ...(validBody() as object), zzChunked: true })
         const chunks = text.match(/[\s\S]{1,7}/g) ?? []
-        const res = await unchangedBy(() => rawRequest(gw.url, {
-          method: 'POST', path: route.path, headers: { authorization: `Bearer ${goodKey()}`, 'content-type': 'application/json' }, chunks,
-        }))
+        const res = await unchangedBy(() =>
+          rawRequest(gw.url, {
+            method: 'POST',
+            path: route.path,
+            headers: { authorization: `Bearer ${goodKey()}`, 'content-type': 'application/json' },
+            chunks,
+          }),
+        )
         expectIssue(res, '$.zzChunked', docsUrl)
       })
 
@@ -448,24 +499,38 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
       })
 
       test('a Content-Length above the limit → 413', async () => {
-        const res = await unchangedBy(() => rawRequest(gw.url, {
-          method: 'POST', path: route.path, headers: { authorization: `Bearer ${goodKey()}`, 'content-type': 'application/json' }, body: oversized(),
-        }))
+        const res = await unchangedBy(() =>
+          rawRequest(gw.url, {
+            method: 'POST',
+            path: route.path,
+            headers: { authorization: `Bearer ${goodKey()}`, 'content-type': 'application/json' },
+            body: oversized(),
+          }),
+        )
         expectError(res, 413, 'PAYLOAD_TOO_LARGE', docsUrl)
       })
 
       test('a Content-Length above the limit → 413 even without a key (the size is checked first)', async () => {
-        const res = await unchangedBy(() => rawRequest(gw.url, {
-          method: 'POST', path: route.path, headers: { 'content-type': 'application/json' }, body: oversized(),
-        }))
+        const res = await unchangedBy(() =>
+          rawRequest(gw.url, {
+            method: 'POST',
+            path: route.path,
+            headers: { 'content-type': 'application/json' },
+            body: oversized(),
+          }),
+        )
         expectError(res, 413, 'PAYLOAD_TOO_LARGE', docsUrl)
       })
 
       test('a chunked body without Content-Length that passes the limit → 413, answered before the body ends', async () => {
-        const res = await unchangedBy(() => rawRequest(gw.url, {
-          method: 'POST', path: route.path, headers: { authorization: `Bearer ${goodKey()}`, 'content-type': 'application/json' },
-          streamPast: { limit: maxBodyBytes, chunkBytes: 1000 },
-        }))
+        const res = await unchangedBy(() =>
+          rawRequest(gw.url, {
+            method: 'POST',
+            path: route.path,
+            headers: { authorization: `Bearer ${goodKey()}`, 'content-type': 'application/json' },
+            streamPast: { limit: maxBodyBytes, chunkBytes: 1000 },
+          }),
+        )
         expectError(res, 413, 'PAYLOAD_TOO_LARGE', docsUrl)
         expect(res.written).toBeGreaterThan(maxBodyBytes)
       })

@@ -50,7 +50,13 @@ export async function startTestGateway(options: TestGatewayOptions = {}, startMs
     prettyLogs: false,
     ...overrides,
   }
-  const gateway = await startGateway(config, { clock, logger: pino({ level: 'silent' }), clickhouse, ...(events ? { events } : {}), ...(journalMatch ? { journalMatch } : {}) })
+  const gateway = await startGateway(config, {
+    clock,
+    logger: pino({ level: 'silent' }),
+    clickhouse,
+    ...(events ? { events } : {}),
+    ...(journalMatch ? { journalMatch } : {}),
+  })
   const url = `http://127.0.0.1:${gateway.port}`
   const call = async (method: string, path: string, body: unknown, key?: string, headers: Record<string, string> = {}) => {
     const init: RequestInit = { method, headers: { ...headers } }
@@ -62,7 +68,11 @@ export async function startTestGateway(options: TestGatewayOptions = {}, startMs
     const res = await fetch(url + path, init)
     const text = await res.text()
     let parsed: unknown = text
-    try { parsed = JSON.parse(text) } catch { /* not JSON: keep the text */ }
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      /* not JSON: keep the text */
+    }
     return { status: res.status, body: parsed as any, headers: res.headers }
   }
   const testGateway: TestGateway = {

@@ -9,51 +9,49 @@
 // every project, whereas a per-project globalSetup would start servers once
 // per project.
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import type { TestProject } from 'vitest/node';
-import { startRedisServer } from '../../src/infra/redis/embedded.js';
-import { startClickHouseServer } from './clickhouse.js';
-import { startRedisCluster } from './cluster.js';
+import { mkdtemp, rm } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import type { TestProject } from 'vitest/node'
+import { startRedisServer } from '../../src/infra/redis/embedded.js'
+import { startClickHouseServer } from './clickhouse.js'
+import { startRedisCluster } from './cluster.js'
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const t0 = Date.now();
-  const root = await mkdtemp(path.join(os.tmpdir(), 'metering-test-'));
+  const t0 = Date.now()
+  const root = await mkdtemp(path.join(os.tmpdir(), 'metering-test-'))
   const [standalone, cluster, clickhouse] = await Promise.allSettled([
     startRedisServer({ dataDir: path.join(root, 'standalone'), appendOnly: false }),
     startRedisCluster({ dataDir: path.join(root, 'cluster') }),
     // Fails with an install hint when clickhouse-server is missing (CI installs
     // it through scripts/install.sh).
     startClickHouseServer({ dataDir: path.join(root, 'clickhouse') }),
-  ]);
+  ])
 
   const teardown = async (): Promise<void> => {
     await Promise.allSettled([
       standalone.status === 'fulfilled' ? standalone.value.stop() : undefined,
       cluster.status === 'fulfilled' ? cluster.value.stop() : undefined,
       clickhouse.status === 'fulfilled' ? clickhouse.value.stop() : undefined,
-    ]);
-    await rm(root, { recursive: true, force: true });
-  };
+    ])
+    await rm(root, { recursive: true, force: true })
+  }
 
   for (const started of [standalone, cluster, clickhouse]) {
     if (started.status === 'rejected') {
-      await teardown();
-      throw started.reason;
+      await teardown()
+      throw started.reason
     }
   }
   if (standalone.status !== 'fulfilled' || cluster.status !== 'fulfilled' || clickhouse.status !== 'fulfilled') {
-    throw new Error('unreachable');
+    throw new Error('unreachable')
   }
 
-  project.provide('redisUrl', standalone.value.url);
-  project.provide('clusterNodes', cluster.value.nodes);
-  project.provide('clickhouseUrl', clickhouse.value.url);
+  project.provide('redisUrl', standalone.value.url)
+  project.provide('clusterNodes', cluster.value.nodes)
+  project.provide('clickhouseUrl', clickhouse.value.url)
   if (process.env.DEBUG_TEST_SETUP) {
-    console.log(
-      `[globalSetup] redis ${standalone.value.url}, clickhouse ${clickhouse.value.url}, cluster ready in ${Date.now() - t0} ms`,
-    );
+    console.log(`[globalSetup] redis ${standalone.value.url}, clickhouse ${clickhouse.value.url}, cluster ready in ${Date.now() - t0} ms`)
   }
-  return teardown;
+  return teardown
 }

@@ -33,9 +33,7 @@ export function spawnNode(name: string, script: string, env: Record<string, stri
   const args = ['--import', 'tsx', path.join(REPO_ROOT, script)]
   const options = { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] as ['ignore', 'pipe', 'pipe'] }
   // setpriv execs node (same pid) and has the kernel kill it if this test process dies first.
-  const child: ChildProcess = SETPRIV
-    ? spawn(SETPRIV, ['--pdeathsig', 'KILL', process.execPath, ...args], options)
-    : spawn(process.execPath, args, options)
+  const child: ChildProcess = SETPRIV ? spawn(SETPRIV, ['--pdeathsig', 'KILL', process.execPath, ...args], options) : spawn(process.execPath, args, options)
   let tail = ''
   const collect = (chunk: Buffer): void => {
     tail = (tail + chunk.toString('utf8')).slice(-OUTPUT_TAIL_CHARS)
@@ -103,26 +101,36 @@ export async function waitFor<T>(
 /** Waits until the process prints `line` (e.g. a pino msg), failing early if it exits. */
 export async function waitForOutput(proc: NodeProcess, line: string | RegExp, timeoutMs: number): Promise<void> {
   const found = () => (typeof line === 'string' ? proc.output().includes(line) : line.test(proc.output()))
-  await waitFor(`${proc.name} (pid ${proc.pid}) to print ${String(line)}`, () => {
-    if (found()) return true
-    const exit = proc.exit()
-    if (exit) throw new Error(`${proc.name} exited (${exit.code ?? exit.signal}) before printing ${String(line)}:\n${proc.output()}`)
-    return false
-  }, timeoutMs, { detail: () => proc.output() })
+  await waitFor(
+    `${proc.name} (pid ${proc.pid}) to print ${String(line)}`,
+    () => {
+      if (found()) return true
+      const exit = proc.exit()
+      if (exit) throw new Error(`${proc.name} exited (${exit.code ?? exit.signal}) before printing ${String(line)}:\n${proc.output()}`)
+      return false
+    },
+    timeoutMs,
+    { detail: () => proc.output() },
+  )
 }
 
 /** Waits until GET url answers 200, failing early if the process exits. */
 export async function waitForHttp(proc: NodeProcess, url: string, timeoutMs: number): Promise<void> {
   let exitedEarly: Error | undefined
-  await waitFor(`${proc.name} (pid ${proc.pid}) to answer ${url}`, async () => {
-    const exit = proc.exit()
-    if (exit) {
-      exitedEarly = new Error(`${proc.name} exited (${exit.code ?? exit.signal}) before answering ${url}:\n${proc.output()}`)
-      return true
-    }
-    const res = await fetch(url, { signal: AbortSignal.timeout(1_000) })
-    await res.text()
-    return res.status === 200
-  }, timeoutMs, { detail: () => proc.output() })
+  await waitFor(
+    `${proc.name} (pid ${proc.pid}) to answer ${url}`,
+    async () => {
+      const exit = proc.exit()
+      if (exit) {
+        exitedEarly = new Error(`${proc.name} exited (${exit.code ?? exit.signal}) before answering ${url}:\n${proc.output()}`)
+        return true
+      }
+      const res = await fetch(url, { signal: AbortSignal.timeout(1_000) })
+      await res.text()
+      return res.status === 200
+    },
+    timeoutMs,
+    { detail: () => proc.output() },
+  )
   if (exitedEarly) throw exitedEarly
 }

@@ -9,10 +9,15 @@ export async function untilQueuesIdle(connection: RedisClient, names: string[], 
   const queues = names.map((name) => new Queue(name, { connection: connection.duplicate(), prefix: QUEUE_PREFIX }))
   try {
     let counts: Record<string, number>[] = []
-    await waitFor(`queues ${names.join(', ')} to be idle`, async () => {
-      counts = await Promise.all(queues.map((q) => q.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children')))
-      return counts.every((c) => Object.values(c).every((n) => n === 0))
-    }, timeoutMs, { intervalMs: 20, detail: () => JSON.stringify(counts) })
+    await waitFor(
+      `queues ${names.join(', ')} to be idle`,
+      async () => {
+        counts = await Promise.all(queues.map((q) => q.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children')))
+        return counts.every((c) => Object.values(c).every((n) => n === 0))
+      },
+      timeoutMs,
+      { intervalMs: 20, detail: () => JSON.stringify(counts) },
+    )
   } finally {
     for (const q of queues) {
       await q.close()

@@ -1,18 +1,18 @@
 // Clients for the servers started by ./globalSetup.ts. Each call returns a new
 // client; the test owns it and should quit()/disconnect() it in afterAll.
 
-import { randomBytes } from 'node:crypto';
-import { Cluster, Redis } from 'ioredis';
-import { inject } from 'vitest';
+import { randomBytes } from 'node:crypto'
+import { Cluster, Redis } from 'ioredis'
+import { inject } from 'vitest'
 
 /** A new client to the shared standalone redis-server. */
 export function testRedis(): Redis {
-  return new Redis(inject('redisUrl'), { lazyConnect: false });
+  return new Redis(inject('redisUrl'), { lazyConnect: false })
 }
 
 /** A new client to the shared 3-master cluster. */
 export function testCluster(): Cluster {
-  return new Cluster(inject('clusterNodes'), { lazyConnect: false });
+  return new Cluster(inject('clusterNodes'), { lazyConnect: false })
 }
 
 /**
@@ -21,5 +21,5 @@ export function testCluster(): Cluster {
  * a hash tag ("{t3f9a0c1b}:...") where keys must share a slot.
  */
 export function uniquePrefix(): string {
-  return `t${randomBytes(4).toString('hex')}`;
+  return `t${randomBytes(4).toString('hex')}`
 }

@@ -2,14 +2,7 @@
 // cases the issue names (no data, one day, gaps, decreasing cumulative values), trends, rounding,
 // confidence thresholds, warnings and when a limit runs out at the projected rate.
 import { describe, expect, test } from 'vitest'
-import {
-  DAY_MS,
-  accumulateDaily,
-  forecastUsage,
-  forecastWindow,
-  round2,
-  type DailyCumulative,
-} from '../../src/analytics/forecast.js'
+import { DAY_MS, accumulateDaily, forecastUsage, forecastWindow, round2, type DailyCumulative } from '../../src/analytics/forecast.js'
 
 /** 2026-11-22 03:00 UTC: today starts 2026-11-22, the windows are 2026-11-08 … 2026-11-21. */
 const TODAY = Date.UTC(2026, 10, 22)

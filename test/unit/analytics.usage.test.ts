@@ -3,13 +3,7 @@
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { describe, expect, test } from 'vitest'
 import { forecastUsage } from '../../src/analytics/forecast.js'
-import {
-  UsageForecastRequest,
-  UsageForecastResponseSchema,
-  UsageGetRequest,
-  UsageGetResponseSchema,
-  horizonDaysOf,
-} from '../../src/analytics/schemas.js'
+import { UsageForecastRequest, UsageForecastResponseSchema, UsageGetRequest, UsageGetResponseSchema, horizonDaysOf } from '../../src/analytics/schemas.js'
 import {
   USAGE_RANGES,
   addDecimals,
@@ -66,8 +60,14 @@ describe('shaping usage rows', () => {
     shapeUsageRows({
       projectId: 'p1',
       customerId: 'c1',
-      rows: [{ feature_slug: 'gb', usage: '0.1' }, { feature_slug: 'gb', usage: '0.2' }],
-      price: (row) => { seen.push(row); return null },
+      rows: [
+        { feature_slug: 'gb', usage: '0.1' },
+        { feature_slug: 'gb', usage: '0.2' },
+      ],
+      price: (row) => {
+        seen.push(row)
+        return null
+      },
     })
     // 0.1 + 0.2 as floats is 0.30000000000000004; the exact sum is 0.3.
     expect(seen[0]!.exact).toBe('0.3')
@@ -181,13 +181,18 @@ describe('schemas', () => {
   test('answers match the response schemas', () => {
     const usage = shapeUsageRows({ projectId: 'p1', customerId: 'c1', rows: [{ feature_slug: 'tokens', usage: 5 }] })
     expect(TypeCompiler.Compile(UsageGetResponseSchema).Check({ usage })).toBe(true)
-    expect(TypeCompiler.Compile(UsageGetResponseSchema).Check({ usage: [{ ...usage[0], spending: { amount: 0, currency: 'USD', display_amount: '$0' } }] })).toBe(false)
+    expect(
+      TypeCompiler.Compile(UsageGetResponseSchema).Check({ usage: [{ ...usage[0], spending: { amount: 0, currency: 'USD', display_amount: '$0' } }] }),
+    ).toBe(false)
 
     const response = TypeCompiler.Compile(UsageForecastResponseSchema)
     const day = Date.UTC(2026, 10, 21)
     const identity = { project_id: 'p1', customer_id: 'c1', feature_slug: 'tokens' }
     const withLimit = forecastUsage({
-      dailyCumulative: [{ dayStartMs: day - 86_400_000, cumulative: 1 }, { dayStartMs: day, cumulative: 3 }],
+      dailyCumulative: [
+        { dayStartMs: day - 86_400_000, cumulative: 1 },
+        { dayStartMs: day, cumulative: 3 },
+      ],
       now: NOW,
       periodKey: '2026-11',
       limit: { amount: 10, kind: 'budget', resetsAt: null },

@@ -111,7 +111,7 @@ describe('architecture', () => {
     expect(graph.get('src/bin/gateway.ts')).toContain('src/container.ts')
   })
 
-  it('each layer imports only itself and the layers above it; no domain reaches into another domain\'s storage', () => {
+  it("each layer imports only itself and the layers above it; no domain reaches into another domain's storage", () => {
     expect(ruleBreaks(graph)).toEqual([])
   })
 
@@ -134,7 +134,7 @@ describe('architecture', () => {
     expect(cycles(bad)).toEqual([['src/http/app.ts', 'src/kernel/money.ts']])
   })
 
-  it("the Redis key prefix is written in one place (src/infra/redis/keys.ts)", () => {
+  it('the Redis key prefix is written in one place (src/infra/redis/keys.ts)', () => {
     const code = (f: string) => readFileSync(path.join(REPO_ROOT, f), 'utf8').replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, '')
     const writers = sourceFiles('src').filter((f) => /['"`/]\^?mg:/.test(code(f)))
     expect(writers).toEqual(['src/infra/redis/keys.ts'])

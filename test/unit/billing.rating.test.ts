@@ -87,7 +87,10 @@ describe('worked examples (README.md), to the last 10^-8', () => {
   })
 
   test('tier volume: exactly 1,000 (a boundary) → $10; 1,000.5 → 1,000.5 × $0.008 + $5 = $13.004; 25,000 (open last tier) → $125 + $20 = $145', () => {
-    expect(rate({ featureType: 'tier', config: volume, quantity: '1000' })).toMatchObject({ amount: 1_000_000_000n, lines: [expect.objectContaining({ amount: 1_000_000_000n })] })
+    expect(rate({ featureType: 'tier', config: volume, quantity: '1000' })).toMatchObject({
+      amount: 1_000_000_000n,
+      lines: [expect.objectContaining({ amount: 1_000_000_000n })],
+    })
     const mid = rate({ featureType: 'tier', config: volume, quantity: '1000.5' })
     expect(mid.amount).toBe(1_300_400_000n)
     expect(mid.lines.map((l) => [l.quantity, l.unitAmount, l.amount])).toEqual([
@@ -167,9 +170,9 @@ describe('properties', () => {
   })
 
   test('unit pricing is additive: rate(a) + rate(b) = rate(a + b) exactly, and within 10^-8 after rounding', () => {
-    const priceArb = fc.tuple(fc.integer({ min: 0, max: 1_000_000_000 }), fc.integer({ min: 0, max: 12 })).map(
-      ([amount, scale]): Price => ({ dinero: { amount, scale, currency: { code: 'USD', base: 10, exponent: 2 } }, displayAmount: '' }),
-    )
+    const priceArb = fc
+      .tuple(fc.integer({ min: 0, max: 1_000_000_000 }), fc.integer({ min: 0, max: 12 }))
+      .map(([amount, scale]): Price => ({ dinero: { amount, scale, currency: { code: 'USD', base: 10, exponent: 2 } }, displayAmount: '' }))
     fc.assert(
       fc.property(priceArb, quantityArb, quantityArb, (price, a, b) => {
         const config: FeatureConfig = { usageMode: 'unit', price }

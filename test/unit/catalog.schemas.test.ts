@@ -512,11 +512,26 @@ describe('the reduced entitlement of /v1/entitlements/get (4.2)', () => {
   test('each omitted field is gone at its own depth, and nothing else is', () => {
     const depths: [string[], string[]][] = [
       [['featurePlanVersion'], ['type', 'featureType']],
-      [['featurePlanVersion', 'config'], ['usageMode', 'tierMode']],
-      [['featurePlanVersion', 'billingConfig'], ['billingInterval', 'planType']],
-      [['featurePlanVersion', 'resetConfig'], ['resetInterval', 'planType']],
-      [['featurePlanVersion', 'meterConfig'], ['aggregationMethod', 'windowSize']],
-      [['featurePlanVersion', 'feature', 'meterConfig'], ['aggregationMethod', 'windowSize']],
+      [
+        ['featurePlanVersion', 'config'],
+        ['usageMode', 'tierMode'],
+      ],
+      [
+        ['featurePlanVersion', 'billingConfig'],
+        ['billingInterval', 'planType'],
+      ],
+      [
+        ['featurePlanVersion', 'resetConfig'],
+        ['resetInterval', 'planType'],
+      ],
+      [
+        ['featurePlanVersion', 'meterConfig'],
+        ['aggregationMethod', 'windowSize'],
+      ],
+      [
+        ['featurePlanVersion', 'feature', 'meterConfig'],
+        ['aggregationMethod', 'windowSize'],
+      ],
       [['grants', '[]'], ['type']],
     ]
     for (const [path, gone] of depths) {
@@ -531,7 +546,9 @@ describe('the reduced entitlement of /v1/entitlements/get (4.2)', () => {
   test('required-ness is kept: what the full schema requires, the reduced one requires', () => {
     const required = (schema: TSchema, ...path: string[]) => ((at(schema, ...path) as unknown as { required?: string[] }).required ?? []).sort()
     expect(required(EntitlementReducedSchema).filter((k) => k !== 'subscriptionPhase')).toEqual(required(EntitlementSchema))
-    expect(required(EntitlementReducedSchema, 'featurePlanVersion')).toEqual(required(EntitlementSchema, 'featurePlanVersion').filter((k) => !omitted.includes(k)))
+    expect(required(EntitlementReducedSchema, 'featurePlanVersion')).toEqual(
+      required(EntitlementSchema, 'featurePlanVersion').filter((k) => !omitted.includes(k)),
+    )
     expect(required(EntitlementReducedSchema, 'featurePlanVersion', 'config')).toEqual([])
     expect(required(EntitlementReducedSchema, 'grants', '[]')).toEqual(required(EntitlementSchema, 'grants', '[]').filter((k) => k !== 'type'))
   })
@@ -554,7 +571,11 @@ describe('the reduced entitlement of /v1/entitlements/get (4.2)', () => {
     for (const name of ['displayFeatureText', 'config', 'billingConfig', 'feature']) expect(features.has(name), name).toBe(true)
     for (const name of ['featureType', 'usageMode', 'tierMode']) expect(features.has(name), name).toBe(false)
     expect(keysAt(PlanVersionListItemSchema, 'planFeatures', '[]')).not.toContain('type')
-    expect(keysAt(FeatureListItemSchema).sort()).toEqual(keysAt(FeatureSchema).filter((k) => k !== 'createdAtM' && k !== 'updatedAtM').sort())
+    expect(keysAt(FeatureListItemSchema).sort()).toEqual(
+      keysAt(FeatureSchema)
+        .filter((k) => k !== 'createdAtM' && k !== 'updatedAtM')
+        .sort(),
+    )
   })
 })
 

@@ -140,7 +140,7 @@ describe('toPair / fromPair', () => {
   })
 })
 
-describe('ledgerJson: the spec\'s integer, never rounded', () => {
+describe("ledgerJson: the spec's integer, never rounded", () => {
   test.each([
     [0n, 0],
     [250_000_000n, 250_000_000],

@@ -7,15 +7,24 @@ import { Batcher } from '../../src/events/batcher.js'
 /** A batcher whose commits are recorded and settled by the test. */
 function recording(options: { maxWaitMs: number; maxItems: number; maxInFlight: number; maxWeight?: number }, weigh?: (n: number) => number) {
   const commits: { items: number[]; done: () => void }[] = []
-  const batcher = new Batcher<number, number>((items) => new Promise((resolve) => {
-    commits.push({ items, done: () => resolve(items.map((i) => i * 10)) })
-  }), options, weigh)
+  const batcher = new Batcher<number, number>(
+    (items) =>
+      new Promise((resolve) => {
+        commits.push({ items, done: () => resolve(items.map((i) => i * 10)) })
+      }),
+    options,
+    weigh,
+  )
   return { batcher, commits }
 }
 
 describe('Batcher', () => {
-  beforeEach(() => { vi.useFakeTimers() })
-  afterEach(() => { vi.useRealTimers() })
+  beforeEach(() => {
+    vi.useFakeTimers()
+  })
+  afterEach(() => {
+    vi.useRealTimers()
+  })
 
   test('a full batch by count goes at once; the rest waits for the timer', async () => {
     const { batcher, commits } = recording({ maxWaitMs: 5, maxItems: 3, maxInFlight: 4 })

@@ -14,10 +14,16 @@ describe('eventValue', () => {
     expect(eventValue(properties)).toBe(value)
   })
 
-  test.each([[undefined], [{}], [{ value: 'abc' }], [{ value: '1e3' }], [{ value: 1e20 }], [{ value: -1e300 }], [{ value: '123456789012345678901' }], [{ value: Number.NaN }]])(
-    '%j counts once',
-    (properties) => {
-      expect(eventValue(properties)).toBe(1)
-    },
-  )
+  test.each([
+    [undefined],
+    [{}],
+    [{ value: 'abc' }],
+    [{ value: '1e3' }],
+    [{ value: 1e20 }],
+    [{ value: -1e300 }],
+    [{ value: '123456789012345678901' }],
+    [{ value: Number.NaN }],
+  ])('%j counts once', (properties) => {
+    expect(eventValue(properties)).toBe(1)
+  })
 })

@@ -10,7 +10,10 @@ import { routes } from '../../src/http/routes/index.js'
 import { namedSchemas } from '../../src/kernel/schema.js'
 import { OPENAPI_PATH, renderOpenApi } from '../../scripts/openapi.js'
 
-interface Response { description: string; content: { 'application/json': { schema: unknown } } }
+interface Response {
+  description: string
+  content: { 'application/json': { schema: unknown } }
+}
 interface Operation {
   operationId: string
   requestBody?: { content: { 'application/json': { schema: unknown } } }
@@ -85,7 +88,22 @@ test('each schema named by $id is one component, referenced by $ref wherever it 
   const named = new Map<string, TSchema>()
   for (const route of routes) for (const schema of [route.body, route.query, route.response]) if (schema) namedSchemas(schema, named)
   expect(Object.keys(doc.components.schemas).sort()).toEqual([...new Set([...named.keys(), 'ErrorEnvelope'])].sort())
-  for (const name of ['Balance', 'Crossed', 'Limit', 'Budget', 'Hold', 'ErrorEnvelope', 'Entitlement', 'PlanVersion', 'FeatureConfig', 'Subscription', 'Invoice', 'Run', 'WalletBalance', 'Webhook']) {
+  for (const name of [
+    'Balance',
+    'Crossed',
+    'Limit',
+    'Budget',
+    'Hold',
+    'ErrorEnvelope',
+    'Entitlement',
+    'PlanVersion',
+    'FeatureConfig',
+    'Subscription',
+    'Invoice',
+    'Run',
+    'WalletBalance',
+    'Webhook',
+  ]) {
     expect(doc.components.schemas, name).toHaveProperty(name)
   }
   const json = JSON.stringify(doc)
@@ -105,8 +123,10 @@ test('with its $refs resolved, every body, query and answer is the schema that v
     if (route.query) {
       const query = plain(route.query) as { properties: Record<string, unknown>; required?: string[] }
       const parameters = (operation.parameters ?? []).filter((p) => p.in === 'query')
-      expect(parameters.map((p) => [p.name, p.required, deref(p.schema)]), route.operationId)
-        .toEqual(Object.entries(query.properties).map(([name, schema]) => [name, query.required?.includes(name) ?? false, schema]))
+      expect(
+        parameters.map((p) => [p.name, p.required, deref(p.schema)]),
+        route.operationId,
+      ).toEqual(Object.entries(query.properties).map(([name, schema]) => [name, query.required?.includes(name) ?? false, schema]))
     }
   }
 })

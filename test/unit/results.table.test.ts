@@ -6,7 +6,13 @@
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { BUDGET_FAILURE_STATUSES, BUDGET_SCRIPT_STATUSES, budgetFailure, type BudgetFailureContext, type BudgetFailureStatus } from '../../src/budgets/errors.js'
+import {
+  BUDGET_FAILURE_STATUSES,
+  BUDGET_SCRIPT_STATUSES,
+  budgetFailure,
+  type BudgetFailureContext,
+  type BudgetFailureStatus,
+} from '../../src/budgets/errors.js'
 import type { BudgetState } from '../../src/budgets/types.js'
 import type { Failure } from '../../src/kernel/errors.js'
 import { RUN_FAILURE_STATUSES, RUN_SCRIPT_STATUSES, runFailure, type RunFailureContext, type RunFailureStatus } from '../../src/runs/errors.js'
@@ -51,8 +57,13 @@ const DOMAINS = {
   budgets: {
     statuses: BUDGET_SCRIPT_STATUSES as Record<string, readonly string[]>,
     scripts: {
-      'upsertBudget-4': ['upsertBudget'], 'getBudget-4': ['getBudget'], 'authorizeHold-4': ['authorizeHold'], 'settleHold-4': ['closeHold'],
-      'chargeBudget-4': ['chargeBudget'], 'expireHolds-4': ['expireHolds'], 'leaseBudget-4': ['openLease', 'reportLease'],
+      'upsertBudget-4': ['upsertBudget'],
+      'getBudget-4': ['getBudget'],
+      'authorizeHold-4': ['authorizeHold'],
+      'settleHold-4': ['closeHold'],
+      'chargeBudget-4': ['chargeBudget'],
+      'expireHolds-4': ['expireHolds'],
+      'leaseBudget-4': ['openLease', 'reportLease'],
     } as Record<string, string[]>,
     include: 'budget',
   },
@@ -73,7 +84,7 @@ describe.each(Object.entries(DOMAINS))('%s: the Lua scripts and the union', (_do
     expect(sorted(Object.values(d.scripts).flat())).toEqual(sorted(Object.keys(d.statuses)))
   })
 
-  it.each(Object.keys(d.scripts))('%s: what its code returns = what its header lists ⊆ the header, = the adapter\'s list', (script) => {
+  it.each(Object.keys(d.scripts))("%s: what its code returns = what its header lists ⊆ the header, = the adapter's list", (script) => {
     const source = read(`lua/${script}.lua`)
     const returned = statusesInCode(source)
     expect(returned.length).toBeGreaterThan(0)
@@ -105,13 +116,21 @@ const state: BudgetState = {
   held: 0n,
   limits: [{ id: 'day', window: 'day', enforce: 'hard', anchor: '', amount: 10n * UNIT, consumed: 9n * UNIT, resetsAt: 1_000, crossed: false }],
 }
-const budget = (op: BudgetFailureContext['op'], extra: Partial<BudgetFailureContext> = {}): BudgetFailureContext =>
-  ({ op, key: 'team', snap: state, now: 500, amount: 2n * UNIT, ...extra })
+const budget = (op: BudgetFailureContext['op'], extra: Partial<BudgetFailureContext> = {}): BudgetFailureContext => ({
+  op,
+  key: 'team',
+  snap: state,
+  now: 500,
+  amount: 2n * UNIT,
+  ...extra,
+})
 const denied = {
   kind: 'budget_exceeded',
   blocked: { limitId: 'day', window: 'day', remaining: '1', held: '0', resetsAt: 1_000, remedy: 'wait_for_reset' },
   balance: {
-    remaining: '1', held: '0', asOf: 500,
+    remaining: '1',
+    held: '0',
+    asOf: 500,
     limits: [{ id: 'day', window: 'day', enforce: 'hard', amount: '10', consumed: '9', held: '0', remaining: '1', resetsAt: 1_000 }],
   },
 }
@@ -124,16 +143,26 @@ const BUDGET_CASES: Record<BudgetFailureStatus, [BudgetFailureContext, Omit<Fail
     [budget('settle', { id: 'h_3' }), { kind: 'not_found', reason: 'budget_not_found', message: 'Budget team does not exist in this project.' }],
   ],
   idempotency_conflict: [
-    [budget('authorize'), { kind: 'conflict', reason: 'idempotency_conflict', message: 'This idempotencyKey was used with a different request (amount or ttlMs).' }],
-    [budget('lease'), { kind: 'conflict', reason: 'idempotency_conflict', message: 'This idempotencyKey started another run of this customer with a different request.' }],
+    [
+      budget('authorize'),
+      { kind: 'conflict', reason: 'idempotency_conflict', message: 'This idempotencyKey was used with a different request (amount or ttlMs).' },
+    ],
+    [
+      budget('lease'),
+      { kind: 'conflict', reason: 'idempotency_conflict', message: 'This idempotencyKey started another run of this customer with a different request.' },
+    ],
     [budget('charge'), { kind: 'conflict', reason: 'idempotency_conflict', message: 'This idempotencyKey was used with a different request.' }],
     [budget('record'), { kind: 'conflict', reason: 'idempotency_conflict', message: 'This idempotencyKey was used with a different request.' }],
   ],
   unit_mismatch: [
-    [budget('lease', { currency: 'EUR' }), {
-      kind: 'conflict', reason: 'budget_unit_mismatch',
-      message: "Budget team does not count in EUR: a run leases from a budget whose unit is the run's currency (ISO code).",
-    }],
+    [
+      budget('lease', { currency: 'EUR' }),
+      {
+        kind: 'conflict',
+        reason: 'budget_unit_mismatch',
+        message: "Budget team does not count in EUR: a run leases from a budget whose unit is the run's currency (ISO code).",
+      },
+    ],
   ],
   budget_closed: [
     [budget('authorize'), { kind: 'conflict', reason: 'budget_closed', message: 'Budget team is past its closesAt and takes no new holds.' }],
@@ -141,41 +170,81 @@ const BUDGET_CASES: Record<BudgetFailureStatus, [BudgetFailureContext, Omit<Fail
     [budget('charge'), { kind: 'conflict', reason: 'budget_closed', message: 'Budget team is past its closesAt.' }],
   ],
   ttl_exceeds_max: [
-    [budget('authorize'), { kind: 'invalid', reason: 'invalid_request', message: 'The request is not valid.', details: ttlIssue("must not exceed the budget's holds.maxTtlMs (5000)") }],
-    [budget('lease'), { kind: 'invalid', reason: 'invalid_request', message: 'The request is not valid.', details: ttlIssue("must not exceed budget team's holds.maxTtlMs (5000)") }],
+    [
+      budget('authorize'),
+      {
+        kind: 'invalid',
+        reason: 'invalid_request',
+        message: 'The request is not valid.',
+        details: ttlIssue("must not exceed the budget's holds.maxTtlMs (5000)"),
+      },
+    ],
+    [
+      budget('lease'),
+      {
+        kind: 'invalid',
+        reason: 'invalid_request',
+        message: 'The request is not valid.',
+        details: ttlIssue("must not exceed budget team's holds.maxTtlMs (5000)"),
+      },
+    ],
   ],
   budget_exceeded: [
-    [budget('authorize'), { kind: 'budget_exceeded', reason: 'budget_exceeded', message: 'Limit day (day) cannot take 2; remedy: wait_for_reset.', details: denied }],
-    [budget('charge'), { kind: 'budget_exceeded', reason: 'budget_exceeded', message: 'Limit day (day) cannot take 2; remedy: wait_for_reset.', details: denied }],
+    [
+      budget('authorize'),
+      { kind: 'budget_exceeded', reason: 'budget_exceeded', message: 'Limit day (day) cannot take 2; remedy: wait_for_reset.', details: denied },
+    ],
+    [
+      budget('charge'),
+      { kind: 'budget_exceeded', reason: 'budget_exceeded', message: 'Limit day (day) cannot take 2; remedy: wait_for_reset.', details: denied },
+    ],
   ],
   amount_overflow: [
-    [budget('record'), {
-      kind: 'conflict', reason: 'amount_overflow',
-      message: 'Budget team cannot count this amount exactly on top of its totals (about 9·10^21 of its unit): nothing was changed.',
-    }],
+    [
+      budget('record'),
+      {
+        kind: 'conflict',
+        reason: 'amount_overflow',
+        message: 'Budget team cannot count this amount exactly on top of its totals (about 9·10^21 of its unit): nothing was changed.',
+      },
+    ],
   ],
   hold_not_found: [
-    [budget('release', { id: 'h_3' }), { kind: 'not_found', reason: 'hold_not_found', message: 'Hold h_3 does not exist on budget team (or was forgotten after its retention).' }],
+    [
+      budget('release', { id: 'h_3' }),
+      { kind: 'not_found', reason: 'hold_not_found', message: 'Hold h_3 does not exist on budget team (or was forgotten after its retention).' },
+    ],
   ],
   exceeds_hold_amount: [
-    [budget('settle', { id: 'h_3' }), {
-      kind: 'conflict', reason: 'exceeds_hold_amount', message: 'The amount is more than hold h_3 reserved; record the excess with /v1/budgets/record.',
-    }],
+    [
+      budget('settle', { id: 'h_3' }),
+      {
+        kind: 'conflict',
+        reason: 'exceeds_hold_amount',
+        message: 'The amount is more than hold h_3 reserved; record the excess with /v1/budgets/record.',
+      },
+    ],
   ],
-  hold_already_released: [
-    [budget('settle', { id: 'h_3' }), { kind: 'conflict', reason: 'hold_already_released', message: 'Hold h_3 was released.' }],
-  ],
+  hold_already_released: [[budget('settle', { id: 'h_3' }), { kind: 'conflict', reason: 'hold_already_released', message: 'Hold h_3 was released.' }]],
   hold_expired: [
-    [budget('release', { id: 'h_3' }), {
-      kind: 'conflict', reason: 'hold_expired', message: 'Hold h_3 expired and was settled at its full amount; only that amount settles it.',
-    }],
+    [
+      budget('release', { id: 'h_3' }),
+      {
+        kind: 'conflict',
+        reason: 'hold_expired',
+        message: 'Hold h_3 expired and was settled at its full amount; only that amount settles it.',
+      },
+    ],
   ],
   hold_already_settled: [
     [budget('settle', { id: 'h_3' }), { kind: 'conflict', reason: 'hold_already_settled', message: 'Hold h_3 is already settled for another amount.' }],
     [budget('release', { id: 'h_3' }), { kind: 'conflict', reason: 'hold_already_settled', message: 'Hold h_3 is already settled.' }],
   ],
   lease_not_found: [
-    [budget('report', { id: 'l_4' }), { kind: 'not_found', reason: 'lease_not_found', message: 'Lease l_4 does not exist on budget team (or was forgotten after its retention).' }],
+    [
+      budget('report', { id: 'l_4' }),
+      { kind: 'not_found', reason: 'lease_not_found', message: 'Lease l_4 does not exist on budget team (or was forgotten after its retention).' },
+    ],
   ],
 }
 
@@ -184,18 +253,19 @@ const BUDGET_SUCCESS = ['ok', 'replayed', 'created', 'updated']
 describe('budgets: one table translates every refusing status', () => {
   const union = sorted(Object.values(BUDGET_SCRIPT_STATUSES).flat())
 
-  it('the table covers exactly the union\'s refusing statuses', () => {
+  it("the table covers exactly the union's refusing statuses", () => {
     expect(sorted(BUDGET_FAILURE_STATUSES)).toEqual(union.filter((s) => !BUDGET_SUCCESS.includes(s)))
     expect(sorted(Object.keys(BUDGET_CASES))).toEqual(sorted(BUDGET_FAILURE_STATUSES))
   })
 
   it.each(Object.entries(BUDGET_CASES).flatMap(([status, cases]) => cases.map(([c, expected]) => [status, c.op, c, expected] as const)))(
-    '%s (%s)', (status, _op, context, expected) => {
+    '%s (%s)',
+    (status, _op, context, expected) => {
       expect(budgetFailure(status as BudgetFailureStatus, context)).toStrictEqual({ ok: false, ...expected })
     },
   )
 
-  it('src/budgets/README.md\'s result codes name every status of the union', () => {
+  it("src/budgets/README.md's result codes name every status of the union", () => {
     const readme = read('src/budgets/README.md')
     const section = readme.slice(readme.indexOf('## Result codes'), readme.indexOf('\n## ', readme.indexOf('## Result codes') + 1))
     for (const status of union) expect(section, status).toContain(`\`${status}\``)
@@ -211,36 +281,67 @@ const child: RunFailureContext = { ...start, parentRunId: 'run_1' }
 
 const RUN_CASES: Record<RunFailureStatus, [RunFailureContext, Omit<Failure, 'ok'>][]> = {
   idempotency_conflict: [
-    [start, { kind: 'conflict', reason: 'idempotency_conflict', message: 'This idempotencyKey started another run of this customer with a different request.' }],
+    [
+      start,
+      { kind: 'conflict', reason: 'idempotency_conflict', message: 'This idempotencyKey started another run of this customer with a different request.' },
+    ],
   ],
   parent_not_found: [[child, { kind: 'not_found', reason: 'parent_not_found', message: 'Run run_1 is not a run of customer acme.' }]],
-  parent_not_running: [[child, { kind: 'conflict', reason: 'parent_not_running', message: 'Run run_1 is not running: a child run reserves from a running parent.' }]],
+  parent_not_running: [
+    [child, { kind: 'conflict', reason: 'parent_not_running', message: 'Run run_1 is not running: a child run reserves from a running parent.' }],
+  ],
   currency_mismatch: [
     [child, { kind: 'conflict', reason: 'currency_mismatch', message: 'The parent run is not in USD.' }],
     [start, { kind: 'conflict', reason: 'currency_mismatch', message: "The customer's wallet is not in USD." }],
-    [{ runId: 'run_7', currency: 'USD', featureSlug: 'tokens', pricedIn: 'EUR' }, {
-      kind: 'conflict', reason: 'currency_mismatch', message: 'Feature tokens is priced in EUR; run run_7 is in USD.',
-    }],
+    [
+      { runId: 'run_7', currency: 'USD', featureSlug: 'tokens', pricedIn: 'EUR' },
+      {
+        kind: 'conflict',
+        reason: 'currency_mismatch',
+        message: 'Feature tokens is priced in EUR; run run_7 is in USD.',
+      },
+    ],
   ],
   insufficient_funds: [
-    [start, {
-      kind: 'budget_exceeded', reason: 'insufficient_funds',
-      message: "The customer's wallet has less than 1000 minor units of USD available (GET /v1/wallet/balance).",
-    }],
+    [
+      start,
+      {
+        kind: 'budget_exceeded',
+        reason: 'insufficient_funds',
+        message: "The customer's wallet has less than 1000 minor units of USD available (GET /v1/wallet/balance).",
+      },
+    ],
   ],
   insufficient_budget: [[child, { kind: 'budget_exceeded', reason: 'insufficient_budget', message: 'Run run_1 has less than 1000 minor units remaining.' }]],
   lease_closed: [
-    [start, {
-      kind: 'conflict', reason: 'lease_closed',
-      message: 'The lease this idempotencyKey took on budget agents ended before its run started; start the run with a new idempotencyKey.',
-    }],
+    [
+      start,
+      {
+        kind: 'conflict',
+        reason: 'lease_closed',
+        message: 'The lease this idempotencyKey took on budget agents ended before its run started; start the run with a new idempotencyKey.',
+      },
+    ],
   ],
   run_not_found: [[{ runId: 'run_7' }, { kind: 'not_found', reason: 'run_not_found', message: 'Run run_7 does not exist in this project.' }]],
   run_not_running: [
-    [{ runId: 'run_7', run: endedRun }, { kind: 'conflict', reason: 'run_not_running', message: 'Run run_7 already ended as completed.', details: { run: endedRun } }],
+    [
+      { runId: 'run_7', run: endedRun },
+      { kind: 'conflict', reason: 'run_not_running', message: 'Run run_7 already ended as completed.', details: { run: endedRun } },
+    ],
   ],
-  stale: [[{ runId: 'run_7', attempts: 3 }, { kind: 'conflict', reason: 'run_busy', message: 'Run run_7 changed under this event 3 times; send it again.' }]],
-  stale_usage: [[{ runId: 'run_7', attempts: 200 }, { kind: 'conflict', reason: 'run_busy', message: 'Run run_7 changed under this event 200 times; send it again.' }]],
+  stale: [
+    [
+      { runId: 'run_7', attempts: 3 },
+      { kind: 'conflict', reason: 'run_busy', message: 'Run run_7 changed under this event 3 times; send it again.' },
+    ],
+  ],
+  stale_usage: [
+    [
+      { runId: 'run_7', attempts: 200 },
+      { kind: 'conflict', reason: 'run_busy', message: 'Run run_7 changed under this event 200 times; send it again.' },
+    ],
+  ],
 }
 
 describe('runs: one table translates every refusing status', () => {
@@ -248,7 +349,7 @@ describe('runs: one table translates every refusing status', () => {
   // A consume's reasons are 200 answers, but insufficient_budget also refuses a child's start.
   const success = ['ok', 'replayed', ...CONSUME_REASONS.filter((r) => r !== 'insufficient_budget')]
 
-  it('the table covers exactly the union\'s refusing statuses', () => {
+  it("the table covers exactly the union's refusing statuses", () => {
     expect(sorted(RUN_FAILURE_STATUSES)).toEqual(union.filter((s) => !success.includes(s)))
     expect(sorted(Object.keys(RUN_CASES))).toEqual(sorted(RUN_FAILURE_STATUSES))
   })
@@ -258,12 +359,13 @@ describe('runs: one table translates every refusing status', () => {
   })
 
   it.each(Object.entries(RUN_CASES).flatMap(([status, cases]) => cases.map(([c, expected], i) => [status, i, c, expected] as const)))(
-    '%s (case %i)', (status, _i, context, expected) => {
+    '%s (case %i)',
+    (status, _i, context, expected) => {
       expect(runFailure(status as RunFailureStatus, context)).toStrictEqual({ ok: false, ...expected })
     },
   )
 
-  it('src/runs/README.md\'s result codes name every status of the union', () => {
+  it("src/runs/README.md's result codes name every status of the union", () => {
     const readme = read('src/runs/README.md')
     const section = readme.slice(readme.indexOf('## Result codes'), readme.indexOf('\n## ', readme.indexOf('## Result codes') + 1))
     for (const status of union) expect(section, status).toContain(`\`${status}\``)
@@ -279,7 +381,7 @@ const WALLET_CASES: Record<WalletFailureStatus, Omit<Failure, 'ok'>> = {
 }
 
 describe('wallet: one table translates every refusing status', () => {
-  it('the table covers exactly the union\'s refusing statuses', () => {
+  it("the table covers exactly the union's refusing statuses", () => {
     const union = sorted(Object.values(WALLET_SCRIPT_STATUSES).flat())
     expect(sorted(WALLET_FAILURE_STATUSES)).toEqual(union.filter((s) => s !== 'ok' && s !== 'replayed'))
     expect(sorted(Object.keys(WALLET_CASES))).toEqual(sorted(WALLET_FAILURE_STATUSES))
@@ -298,7 +400,9 @@ const answering = (reply: unknown[]) => ({ call: async () => reply }) as unknown
 describe('the storage adapters take no status their script does not answer', () => {
   it('budgets: an unknown status, or one of another script, is thrown naming the script', async () => {
     await expect(authorizeHold(answering(['bogus']), '{p/k}', 0, 0, 1n, undefined, 'k')).rejects.toThrow('authorizeHold-4 answered an unknown status: bogus')
-    await expect(authorizeHold(answering(['created']), '{p/k}', 0, 0, 1n, undefined, 'k')).rejects.toThrow('authorizeHold-4 answered an unknown status: created')
+    await expect(authorizeHold(answering(['created']), '{p/k}', 0, 0, 1n, undefined, 'k')).rejects.toThrow(
+      'authorizeHold-4 answered an unknown status: created',
+    )
     await expect(getBudget(answering(['budget_not_found']), '{p/k}', 0, 0)).resolves.toMatchObject({ status: 'budget_not_found' })
   })
 
@@ -306,14 +410,27 @@ describe('the storage adapters take no status their script does not answer', () 
     await expect(endRun(answering(['gone']), 'p', 'c', 0, 'run_1', 'get')).rejects.toThrow('endRun-7 answered an unknown status: gone')
     await expect(endRun(answering(['run_not_found']), 'p', 'c', 0, 'run_1', 'get')).resolves.toEqual({ status: 'run_not_found' })
     const args = {
-      idempotencyKey: 'k', featureSlug: 'f', entitled: true, mode: 'add' as const, ledger: 0n, catalogVersion: '', subscriptionStatus: '', usageBefore: '0', usageAfter: '0', row: '{}',
+      idempotencyKey: 'k',
+      featureSlug: 'f',
+      entitled: true,
+      mode: 'add' as const,
+      ledger: 0n,
+      catalogVersion: '',
+      subscriptionStatus: '',
+      usageBefore: '0',
+      usageAfter: '0',
+      row: '{}',
     }
     await expect(consumeRun(answering(['ok', 0]), 'p', 'c', 0, 'run_1', args)).rejects.toThrow('consumeRun-12 answered an unknown status: ok')
   })
 
   it('wallet: the same for each script', async () => {
-    await expect(topUp(answering(['refused', '', 0, 0, 0, 0]), 'p', 'c', 0, 'k', 'USD', 1n, 'f')).rejects.toThrow('topUpWallet-3 answered an unknown status: refused')
+    await expect(topUp(answering(['refused', '', 0, 0, 0, 0]), 'p', 'c', 0, 'k', 'USD', 1n, 'f')).rejects.toThrow(
+      'topUpWallet-3 answered an unknown status: refused',
+    )
     const grant = { idempotencyKey: 'k', currency: 'USD', amount: 1n, source: 'promo', priority: 50, expiresAtMs: 0, fingerprint: 'f' }
-    await expect(grantCredit(answering(['cr_1', 'currency_mismatch', 'EUR', 0, 0, 0, 0]), 'p', 'c', 0, grant)).resolves.toMatchObject({ wallet: { status: 'currency_mismatch' } })
+    await expect(grantCredit(answering(['cr_1', 'currency_mismatch', 'EUR', 0, 0, 0, 0]), 'p', 'c', 0, grant)).resolves.toMatchObject({
+      wallet: { status: 'currency_mismatch' },
+    })
   })
 })

@@ -226,12 +226,9 @@ export interface MigrateResult {
 export async function migrate(store: ClickHouseStore, list: readonly Migration[] = migrations): Promise<MigrateResult> {
   const db = sqlIdent(store.database)
   await store.exec(
-    `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, name String, applied_at DateTime('UTC')) ` +
-      'ENGINE = MergeTree ORDER BY version',
+    `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, name String, applied_at DateTime('UTC')) ` + 'ENGINE = MergeTree ORDER BY version',
   )
-  const done = new Set(
-    (await store.query<{ version: number }>(`SELECT DISTINCT version FROM ${db}.schema_migrations`)).map((r) => Number(r.version)),
-  )
+  const done = new Set((await store.query<{ version: number }>(`SELECT DISTINCT version FROM ${db}.schema_migrations`)).map((r) => Number(r.version)))
   const applied: number[] = []
   for (const m of [...list].sort((a, b) => a.version - b.version)) {
     if (done.has(m.version)) continue
@@ -242,4 +239,3 @@ export async function migrate(store: ClickHouseStore, list: readonly Migration[]
   }
   return { applied, current: Math.max(0, ...done) }
 }
-

@@ -25,8 +25,16 @@ export async function openClickHouse(options: OpenClickHouseOptions): Promise<Cl
 }
 
 /** Opens the store and applies its migrations (closed again if they fail). */
-export async function openHistory(options: { clickhouseUrl?: string | undefined; dataDir: string; clickhouseDatabase?: string | undefined }): Promise<ClickHouseStore> {
-  const store = await openClickHouse({ url: options.clickhouseUrl, dataDir: options.dataDir, ...(options.clickhouseDatabase === undefined ? {} : { database: options.clickhouseDatabase }) })
+export async function openHistory(options: {
+  clickhouseUrl?: string | undefined
+  dataDir: string
+  clickhouseDatabase?: string | undefined
+}): Promise<ClickHouseStore> {
+  const store = await openClickHouse({
+    url: options.clickhouseUrl,
+    dataDir: options.dataDir,
+    ...(options.clickhouseDatabase === undefined ? {} : { database: options.clickhouseDatabase }),
+  })
   try {
     await migrate(store)
   } catch (err) {

@@ -3,13 +3,7 @@
 
 /** A ClickHouse string literal: '…' with backslash escapes (the same on 18.16 and 26.x). */
 export function sqlString(value: string): string {
-  return `'${value
-    .replace(/\\/g, '\\\\')
-    .replace(/'/g, "\\'")
-    .replace(/\0/g, '\\0')
-    .replace(/\n/g, '\\n')
-    .replace(/\r/g, '\\r')
-    .replace(/\t/g, '\\t')}'`
+  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'").replace(/\0/g, '\\0').replace(/\n/g, '\\n').replace(/\r/g, '\\r').replace(/\t/g, '\\t')}'`
 }
 
 /** A literal for a string, a finite number, a bigint or a boolean (as 0/1). */
@@ -102,12 +96,7 @@ export function plainNumber(value: number): string {
 }
 
 function escapeTsv(value: string): string {
-  return value
-    .replace(/\\/g, '\\\\')
-    .replace(/\t/g, '\\t')
-    .replace(/\n/g, '\\n')
-    .replace(/\r/g, '\\r')
-    .replace(/\0/g, '\\0')
+  return value.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r').replace(/\0/g, '\\0')
 }
 
 /** 'YYYY-MM-DD hh:mm:ss' in UTC: how a DateTime('UTC') column reads text on every version. */

@@ -50,17 +50,27 @@ const LOOKUP_SQL_CHARS = 160_000
  * each event once. Correct as long as one writer at a time holds a given
  * event, which the Redis-side dedup and the queue's job lock provide.
  */
-export function insertEventsOnce(
-  store: ClickHouseStore,
-  events: ReadonlyArray<UsageEventRow>,
-  options: InsertOnceOptions = {},
-): Promise<InsertOnceResult> {
+export function insertEventsOnce(store: ClickHouseStore, events: ReadonlyArray<UsageEventRow>, options: InsertOnceOptions = {}): Promise<InsertOnceResult> {
   const insertedAt = dateTimeUtc(options.nowMs ?? Date.now())
   // A literal of one shape rather than a spread: this runs for every event (bench/README.md).
-  return insertOnce(store, 'usage_events', ['project_id', 'event_id'], events, (e) => ({
-    project_id: e.project_id, event_id: e.event_id, customer_id: e.customer_id, event_slug: e.event_slug,
-    feature_slug: e.feature_slug, value: e.value, properties: e.properties, ts_ms: e.ts_ms, inserted_at: insertedAt,
-  }), options)
+  return insertOnce(
+    store,
+    'usage_events',
+    ['project_id', 'event_id'],
+    events,
+    (e) => ({
+      project_id: e.project_id,
+      event_id: e.event_id,
+      customer_id: e.customer_id,
+      event_slug: e.event_slug,
+      feature_slug: e.feature_slug,
+      value: e.value,
+      properties: e.properties,
+      ts_ms: e.ts_ms,
+      inserted_at: insertedAt,
+    }),
+    options,
+  )
 }
 
 export interface InsertOnceOptions {
@@ -78,20 +88,9 @@ export interface InsertOnceOptions {
 }
 
 /** The same for budget movements, keyed by (project_id, budget_key, movement_id). */
-export function insertJournalOnce(
-  store: ClickHouseStore,
-  movements: ReadonlyArray<JournalRow>,
-  options: InsertOnceOptions = {},
-): Promise<InsertOnceResult> {
+export function insertJournalOnce(store: ClickHouseStore, movements: ReadonlyArray<JournalRow>, options: InsertOnceOptions = {}): Promise<InsertOnceResult> {
   const insertedAt = dateTimeUtc(options.nowMs ?? Date.now())
-  return insertOnce(
-    store,
-    'budget_journal',
-    ['project_id', 'budget_key', 'movement_id'],
-    movements,
-    (m) => ({ ...m, inserted_at: insertedAt }),
-    options,
-  )
+  return insertOnce(store, 'budget_journal', ['project_id', 'budget_key', 'movement_id'], movements, (m) => ({ ...m, inserted_at: insertedAt }), options)
 }
 
 /**

@@ -5,60 +5,59 @@
 // own port and data directory, and nothing outlives the Node process that
 // started it.
 
-import { spawn, type ChildProcess } from 'node:child_process';
-import { access, constants, mkdir } from 'node:fs/promises';
-import net from 'node:net';
-import path from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process'
+import { access, constants, mkdir } from 'node:fs/promises'
+import net from 'node:net'
+import path from 'node:path'
 
 export interface RedisServerHandle {
-  host: string;
-  port: number;
-  url: string;
-  pid: number;
-  dir: string;
-  stop(): Promise<void>;
+  host: string
+  port: number
+  url: string
+  pid: number
+  dir: string
+  stop(): Promise<void>
 }
 
 export interface StartRedisServerOptions {
-  dataDir: string;
+  dataDir: string
   /** Fixed port; by default a free one is picked (and re-picked if taken meanwhile). */
-  port?: number;
+  port?: number
   /** AOF persistence with fsync every second; default true. */
-  appendOnly?: boolean;
-  extraArgs?: string[];
-  binary?: string;
+  appendOnly?: boolean
+  extraArgs?: string[]
+  binary?: string
 }
 
-const HOST = '127.0.0.1';
-const READY_TIMEOUT_MS = 10_000;
-const STOP_GRACE_MS = 5_000;
-const OUTPUT_TAIL_CHARS = 4_000;
-const INSTALL_HINT =
-  'redis-server must be installed (Debian: apt-get install redis-server redis-tools, or run scripts/install.sh)';
+const HOST = '127.0.0.1'
+const READY_TIMEOUT_MS = 10_000
+const STOP_GRACE_MS = 5_000
+const OUTPUT_TAIL_CHARS = 4_000
+const INSTALL_HINT = 'redis-server must be installed (Debian: apt-get install redis-server redis-tools, or run scripts/install.sh)'
 
 /** Asks the kernel for a currently free TCP port on 127.0.0.1. */
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.once('error', reject);
+    const srv = net.createServer()
+    srv.unref()
+    srv.once('error', reject)
     srv.listen(0, HOST, () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
+      const { port } = srv.address() as net.AddressInfo
+      srv.close(() => resolve(port))
+    })
+  })
 }
 
 export async function startRedisServer(opts: StartRedisServerOptions): Promise<RedisServerHandle> {
   // A port from freePort() can be taken by someone else before redis binds
   // it; when we chose the port ourselves, just choose again.
-  const attempts = opts.port === undefined ? 3 : 1;
+  const attempts = opts.port === undefined ? 3 : 1
   for (let i = 1; ; i++) {
-    const port = opts.port ?? (await freePort());
+    const port = opts.port ?? (await freePort())
     try {
-      return await startOnce(opts, port);
+      return await startOnce(opts, port)
     } catch (err) {
-      if (i >= attempts || !(err instanceof PortInUseError)) throw err;
+      if (i >= attempts || !(err instanceof PortInUseError)) throw err
     }
   }
 }
@@ -66,26 +65,24 @@ export async function startRedisServer(opts: StartRedisServerOptions): Promise<R
 class PortInUseError extends Error {}
 
 async function startOnce(opts: StartRedisServerOptions, port: number): Promise<RedisServerHandle> {
-  const dir = path.resolve(opts.dataDir);
-  await mkdir(dir, { recursive: true });
-  const binary = opts.binary ?? 'redis-server';
-  const binPath = await findExecutable(binary);
+  const dir = path.resolve(opts.dataDir)
+  await mkdir(dir, { recursive: true })
+  const binary = opts.binary ?? 'redis-server'
+  const binPath = await findExecutable(binary)
   if (binPath === undefined) {
-    throw new Error(`cannot start redis: binary "${binary}" not found on PATH; ${INSTALL_HINT}`);
+    throw new Error(`cannot start redis: binary "${binary}" not found on PATH; ${INSTALL_HINT}`)
   }
 
-  const server = await launch(binPath, redisArgs(opts, port, dir));
-  const ready = await waitUntilReady(server, port);
-  if (server.gone !== undefined) throw exitError(server.gone, binary, port, server.output);
+  const server = await launch(binPath, redisArgs(opts, port, dir))
+  const ready = await waitUntilReady(server, port)
+  if (server.gone !== undefined) throw exitError(server.gone, binary, port, server.output)
   if (!ready) {
-    await terminate(server.child, server.goneP);
-    throw new Error(
-      `redis-server (port ${port}) did not answer PING within ${READY_TIMEOUT_MS} ms. Output tail:\n${server.output}`,
-    );
+    await terminate(server.child, server.goneP)
+    throw new Error(`redis-server (port ${port}) did not answer PING within ${READY_TIMEOUT_MS} ms. Output tail:\n${server.output}`)
   }
 
-  const { child, goneP } = server;
-  let stopping: Promise<void> | undefined;
+  const { child, goneP } = server
+  let stopping: Promise<void> | undefined
   return {
     host: HOST,
     port,
@@ -93,35 +90,41 @@ async function startOnce(opts: StartRedisServerOptions, port: number): Promise<R
     pid: child.pid as number,
     dir,
     stop: () => (stopping ??= terminate(child, goneP)),
-  };
+  }
 }
 
 function redisArgs(opts: StartRedisServerOptions, port: number, dir: string): string[] {
   const args = [
-    '--port', String(port),
-    '--bind', HOST,
-    '--dir', dir,
+    '--port',
+    String(port),
+    '--bind',
+    HOST,
+    '--dir',
+    dir,
     // No RDB snapshots: durability, when wanted, comes from the AOF alone.
-    '--save', '',
-    '--protected-mode', 'no',
-    '--daemonize', 'no',
-  ];
-  if (opts.appendOnly ?? true) args.push('--appendonly', 'yes', '--appendfsync', 'everysec');
-  args.push(...(opts.extraArgs ?? []));
-  return args;
+    '--save',
+    '',
+    '--protected-mode',
+    'no',
+    '--daemonize',
+    'no',
+  ]
+  if (opts.appendOnly ?? true) args.push('--appendonly', 'yes', '--appendfsync', 'everysec')
+  args.push(...(opts.extraArgs ?? []))
+  return args
 }
 
-type Gone = Error | { code: number | null; signal: NodeJS.Signals | null };
+type Gone = Error | { code: number | null; signal: NodeJS.Signals | null }
 
 /** A spawned redis-server; `output` and `gone` are updated by the child's events. */
 interface Launched {
-  child: ChildProcess;
+  child: ChildProcess
   /** The tail of what redis printed, for error messages. */
-  output: string;
+  output: string
   /** Why the process is gone (a failed spawn, or how it exited); undefined while it runs. */
-  gone: Gone | undefined;
+  gone: Gone | undefined
   /** Settles once the process is gone. */
-  goneP: Promise<void>;
+  goneP: Promise<void>
 }
 
 async function launch(binPath: string, args: string[]): Promise<Launched> {
@@ -130,47 +133,47 @@ async function launch(binPath: string, args: string[]): Promise<Launched> {
   // (SIGKILL, a crash, a SIGTERM nobody handles). An orphaned redis would keep
   // the port and keep appending to an AOF that a restarted gateway's new redis
   // would open too. setpriv execs redis, so child.pid is redis's pid.
-  const setpriv = process.platform === 'linux' ? await findExecutable('setpriv') : undefined;
+  const setpriv = process.platform === 'linux' ? await findExecutable('setpriv') : undefined
   const child = setpriv
     ? spawn(setpriv, ['--pdeathsig', 'TERM', binPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-    : spawn(binPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  const state: Omit<Launched, 'goneP'> = { child, output: '', gone: undefined };
+    : spawn(binPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  const state: Omit<Launched, 'goneP'> = { child, output: '', gone: undefined }
 
   // redis logs to stdout; keep only the tail, for error messages. The pipes
   // must be drained for the server's whole life or it would block on a full pipe.
   const collect = (chunk: Buffer): void => {
-    state.output = (state.output + chunk.toString('utf8')).slice(-OUTPUT_TAIL_CHARS);
-  };
-  child.stdout?.on('data', collect);
-  child.stderr?.on('data', collect);
+    state.output = (state.output + chunk.toString('utf8')).slice(-OUTPUT_TAIL_CHARS)
+  }
+  child.stdout?.on('data', collect)
+  child.stderr?.on('data', collect)
 
   // Settles once the process is gone: 'close' comes after 'exit' and after the
   // pipes are drained (so `output` is complete); 'error' is a failed spawn.
   const goneP = new Promise<void>((resolve) => {
     child.once('error', (err) => {
-      state.gone ??= err;
-      resolve();
-    });
+      state.gone ??= err
+      resolve()
+    })
     child.once('close', (code, signal) => {
-      state.gone ??= { code, signal };
-      resolve();
-    });
-  });
-  track(child);
-  void goneP.then(() => untrack(child));
+      state.gone ??= { code, signal }
+      resolve()
+    })
+  })
+  track(child)
+  void goneP.then(() => untrack(child))
   // The same object, so that the child's events keep updating what the caller reads.
-  return Object.assign(state, { goneP });
+  return Object.assign(state, { goneP })
 }
 
 /** Polls until redis answers as itself, it is gone, or READY_TIMEOUT_MS pass; true when it answered. */
 async function waitUntilReady(server: Launched, port: number): Promise<boolean> {
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  let ready = false;
+  const deadline = Date.now() + READY_TIMEOUT_MS
+  let ready = false
   while (!ready && server.gone === undefined && Date.now() < deadline) {
-    ready = await isReady(port, server.child.pid);
-    if (!ready) await Promise.race([server.goneP, delay(50)]);
+    ready = await isReady(port, server.child.pid)
+    if (!ready) await Promise.race([server.goneP, delay(50)])
   }
-  return ready;
+  return ready
 }
 
 /**
@@ -179,19 +182,17 @@ async function waitUntilReady(server: Launched, port: number): Promise<boolean> 
  */
 function exitError(gone: Gone, binary: string, port: number, output: string): Error {
   if (gone instanceof Error) {
-    const code = (gone as NodeJS.ErrnoException).code;
+    const code = (gone as NodeJS.ErrnoException).code
     return new Error(
       code === 'ENOENT'
         ? `cannot start redis: binary "${binary}" not found on PATH; ${INSTALL_HINT}`
         : `cannot start redis (${binary}): ${gone.message}; ${INSTALL_HINT}`,
       { cause: gone },
-    );
+    )
   }
-  const how = gone.signal ? `signal ${gone.signal}` : `code ${gone.code}`;
-  const msg =
-    `redis-server (port ${port}) exited with ${how} before it was ready. ` +
-    `Output tail:\n${output.trimEnd()}\n(${INSTALL_HINT})`;
-  return output.includes('Address already in use') ? new PortInUseError(msg) : new Error(msg);
+  const how = gone.signal ? `signal ${gone.signal}` : `code ${gone.code}`
+  const msg = `redis-server (port ${port}) exited with ${how} before it was ready. ` + `Output tail:\n${output.trimEnd()}\n(${INSTALL_HINT})`
+  return output.includes('Address already in use') ? new PortInUseError(msg) : new Error(msg)
 }
 
 /**
@@ -200,13 +201,13 @@ function exitError(gone: Gone, binary: string, port: number, output: string): Er
  * if it hangs (after `graceMs`). Also how the tests stop their clickhouse-server.
  */
 export async function terminate(child: ChildProcess, goneP: Promise<void>, graceMs = STOP_GRACE_MS): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return goneP;
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  if (child.exitCode !== null || child.signalCode !== null) return goneP
+  child.kill('SIGTERM')
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs)
   try {
-    await goneP;
+    await goneP
   } finally {
-    clearTimeout(timer);
+    clearTimeout(timer)
   }
 }
 
@@ -218,55 +219,58 @@ export async function terminate(child: ChildProcess, goneP: Promise<void>, grace
  */
 function isReady(port: number, pid: number | undefined): Promise<boolean> {
   return new Promise((resolve) => {
-    const sock = net.connect({ host: HOST, port });
-    let buf = '';
+    const sock = net.connect({ host: HOST, port })
+    let buf = ''
     const done = (ok: boolean): void => {
-      sock.destroy();
-      resolve(ok);
-    };
-    sock.setTimeout(1_000, () => done(false));
-    sock.once('error', () => done(false));
-    sock.once('close', () => done(false));
-    sock.once('connect', () => sock.write('PING\r\nINFO server\r\n'));
+      sock.destroy()
+      resolve(ok)
+    }
+    sock.setTimeout(1_000, () => done(false))
+    sock.once('error', () => done(false))
+    sock.once('close', () => done(false))
+    sock.once('connect', () => sock.write('PING\r\nINFO server\r\n'))
     sock.on('data', (d) => {
-      buf += d.toString('latin1');
-      if (buf.includes('\r\n') && !buf.startsWith('+PONG\r\n')) return done(false);
-      const m = /process_id:(\d+)\r\n/.exec(buf);
-      if (m) done(Number(m[1]) === pid);
-    });
-  });
+      buf += d.toString('latin1')
+      if (buf.includes('\r\n') && !buf.startsWith('+PONG\r\n')) return done(false)
+      const m = /process_id:(\d+)\r\n/.exec(buf)
+      if (m) done(Number(m[1]) === pid)
+    })
+  })
 }
 
 /** Absolute path of an executable, looked up on PATH as a shell would. */
 async function findExecutable(name: string): Promise<string | undefined> {
   const candidates = name.includes('/')
     ? [path.resolve(name)]
-    : (process.env.PATH ?? '').split(path.delimiter).filter(Boolean).map((d) => path.join(d, name));
+    : (process.env.PATH ?? '')
+        .split(path.delimiter)
+        .filter(Boolean)
+        .map((d) => path.join(d, name))
   for (const candidate of candidates) {
     try {
-      await access(candidate, constants.X_OK);
-      return candidate;
+      await access(candidate, constants.X_OK)
+      return candidate
     } catch {
       // not here
     }
   }
-  return undefined;
+  return undefined
 }
 
 export function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+  return new Promise((resolve) => setTimeout(resolve, ms))
 }
 
 // Children still running when this process exits would otherwise be orphaned
 // (and keep their ports). The 'exit' handler must be synchronous, so it can
 // only send signals; SIGTERM still lets redis flush its AOF on its own. It is
 // registered only while at least one child is alive.
-const live = new Set<ChildProcess>();
+const live = new Set<ChildProcess>()
 
 function killLive(): void {
   for (const child of live) {
     try {
-      child.kill('SIGTERM');
+      child.kill('SIGTERM')
     } catch {
       // already gone
     }
@@ -274,10 +278,10 @@ function killLive(): void {
 }
 
 function track(child: ChildProcess): void {
-  if (live.size === 0) process.on('exit', killLive);
-  live.add(child);
+  if (live.size === 0) process.on('exit', killLive)
+  live.add(child)
 }
 
 function untrack(child: ChildProcess): void {
-  if (live.delete(child) && live.size === 0) process.off('exit', killLive);
+  if (live.delete(child) && live.size === 0) process.off('exit', killLive)
 }

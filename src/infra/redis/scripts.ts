@@ -22,7 +22,9 @@ const INCLUDE = /^--@include (\w+)\s*$/gm
  * one Redis never call each other's code.
  */
 function buildLibrary(): { text: string; version: string; names: Map<string, string> } {
-  const files = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua')).sort()
+  const files = readdirSync(LUA_DIR)
+    .filter((f) => f.endsWith('.lua'))
+    .sort()
   // Includes in dependency order: an include may itself `--@include` others, defined before it.
   const includes: string[] = []
   const addInclude = (include: string, from: string[]) => {
@@ -39,7 +41,10 @@ function buildLibrary(): { text: string; version: string; names: Map<string, str
   })
   const shared = includes.map((include) => readFileSync(`${LUA_DIR}includes/${include}.lua`, 'utf8').replace(INCLUDE, '')).join('\n')
   const functions = bodies.map(({ body }, i) => `local function script${i}(KEYS, ARGV)\n${body}\nend\n`).join('\n')
-  const version = createHash('sha1').update(shared + functions).digest('hex').slice(0, 12)
+  const version = createHash('sha1')
+    .update(shared + functions)
+    .digest('hex')
+    .slice(0, 12)
   const names = new Map(bodies.map(({ name }) => [name, `${name.replace(/-/g, '_')}_${version}`]))
   const registrations = bodies.map(({ name }, i) => `redis.register_function('${names.get(name)}', script${i})`).join('\n')
   return { text: `#!lua name=metering_${version}\n${shared}\n${functions}\n${registrations}\n`, version, names }
@@ -64,7 +69,9 @@ export async function loadLibrary(redis: RedisClient): Promise<void> {
  * Commands keep their order, so replies still match. A Cluster client routes per node: left as it is.
  */
 const MAX_BATCH = 16
-interface Batch { calls: number }
+interface Batch {
+  calls: number
+}
 const batches = new WeakMap<object, Batch>()
 type Corkable = { cork(): void; uncork(): void }
 
@@ -125,7 +132,8 @@ export class Script {
   }
 
   async run(redis: RedisClient, keys: string[], args: (string | number)[]): Promise<unknown[]> {
-    if (this.numberOfKeys !== undefined && keys.length !== this.numberOfKeys) throw new Error(`${this.name} takes ${this.numberOfKeys} keys, got ${keys.length}`)
+    if (this.numberOfKeys !== undefined && keys.length !== this.numberOfKeys)
+      throw new Error(`${this.name} takes ${this.numberOfKeys} keys, got ${keys.length}`)
     const started = performance.now()
     const full = joinBatch(redis)
     try {

@@ -7,10 +7,11 @@ export const listEntitlements = defineRoute({
   path: '/v1/access/entitlements/list',
   operationId: 'access.entitlements.list',
   summary: "List a customer's active entitlements with their grants",
-  description: 'Entitlements in effect now, each with the grants in effect now (highest priority first); metadata carries the access flags '
-    + '(customerDisabled, customerUsageLimitReached, subscriptionStatus) and `usage`: the current reset period\'s usage counted against the '
-    + 'grants in effect {usage, limit, remaining, overage, refused (decimal strings), periodStartAt, periodEndAt (epoch ms), denied}; each '
-    + 'grant\'s metadata carries `usage` {consumed, remaining}. A disabled customer is 403 customer_disabled.',
+  description:
+    'Entitlements in effect now, each with the grants in effect now (highest priority first); metadata carries the access flags ' +
+    "(customerDisabled, customerUsageLimitReached, subscriptionStatus) and `usage`: the current reset period's usage counted against the " +
+    'grants in effect {usage, limit, remaining, overage, refused (decimal strings), periodStartAt, periodEndAt (epoch ms), denied}; each ' +
+    "grant's metadata carries `usage` {consumed, remaining}. A disabled customer is 403 customer_disabled.",
   tags: ['catalog'],
   access: { kind: 'project', scope: 'catalog:read' },
   body: EntitlementsListRequest,

@@ -14,7 +14,13 @@ export const authorizeHold = defineRoute({
   body: strictObject({
     key: BudgetKey,
     amount: Amount,
-    ttlMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 31_536_000_000, description: "Execution deadline in ms; default the budget's holds.defaultTtlMs; at most holds.maxTtlMs." })),
+    ttlMs: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 31_536_000_000,
+        description: "Execution deadline in ms; default the budget's holds.defaultTtlMs; at most holds.maxTtlMs.",
+      }),
+    ),
     idempotencyKey: IdempotencyKey,
   }),
   response: HoldSchema,

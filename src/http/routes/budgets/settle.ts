@@ -8,7 +8,8 @@ export const settleHold = defineRoute({
   path: '/v1/budgets/settle',
   operationId: 'budgets.settle',
   summary: 'Settle a hold with the final usage',
-  description: "Final usage up to the hold's amount (more is 409: record the excess). Settling again with the same amount replays. An expired hold was settled at its full amount; only that amount settles it.",
+  description:
+    "Final usage up to the hold's amount (more is 409: record the excess). Settling again with the same amount replays. An expired hold was settled at its full amount; only that amount settles it.",
   tags: ['budgets'],
   access: { kind: 'project', scope: 'budgets:write' },
   body: strictObject({ key: BudgetKey, holdId: HoldId, amount: Amount, idempotencyKey: Type.Optional(IdempotencyKey) }),

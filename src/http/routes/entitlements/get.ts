@@ -7,8 +7,9 @@ export const getEntitlements = defineRoute({
   path: '/v1/entitlements/get',
   operationId: 'entitlements.get',
   summary: "A customer's active entitlements, reduced",
-  description: 'The entitlements of /v1/access/entitlements/list without type, featureType, usageMode, tierMode, billingInterval, planType, '
-    + 'resetInterval, aggregationMethod and windowSize, grants without type, and an empty subscriptionPhase.',
+  description:
+    'The entitlements of /v1/access/entitlements/list without type, featureType, usageMode, tierMode, billingInterval, planType, ' +
+    'resetInterval, aggregationMethod and windowSize, grants without type, and an empty subscriptionPhase.',
   tags: ['catalog'],
   access: { kind: 'project', scope: 'catalog:read' },
   body: EntitlementsListRequest,

@@ -11,7 +11,8 @@ export const createKey = defineRoute({
   path: '/v1/keys/create',
   operationId: 'keys.create',
   summary: 'Create an API key for a project',
-  description: 'The root key may create keys for any project; a project key with keys:write only for its own, and with at most the scopes it holds (its own scopes by default).',
+  description:
+    'The root key may create keys for any project; a project key with keys:write only for its own, and with at most the scopes it holds (its own scopes by default).',
   tags: ['admin'],
   access: { kind: 'any', scope: 'keys:write' },
   body: strictObject({
@@ -21,11 +22,16 @@ export const createKey = defineRoute({
     expiresAt: Type.Optional(Type.Union([EpochMs, Type.Null()])),
   }),
   response: Type.Object({
-    keyId: Type.String(), apiKey: Type.String(), projectId: Type.String(), scopes: Type.Array(Type.String()), expiresAt: Type.Union([Type.Integer(), Type.Null()]),
+    keyId: Type.String(),
+    apiKey: Type.String(),
+    projectId: Type.String(),
+    scopes: Type.Array(Type.String()),
+    expiresAt: Type.Union([Type.Integer(), Type.Null()]),
   }),
   handler: ({ body, principal, services }) => {
     if (principal.kind === 'root') return services.keys.createKey(body.projectId, body)
-    if (principal.kind !== 'project' || principal.projectId !== body.projectId) return failure('forbidden', 'other_project', 'This key belongs to another project.')
+    if (principal.kind !== 'project' || principal.projectId !== body.projectId)
+      return failure('forbidden', 'other_project', 'This key belongs to another project.')
     // A project key grants at most what it holds: by default exactly its own scopes.
     const held = principal.scopes
     const scopes = body.scopes ?? [...held]

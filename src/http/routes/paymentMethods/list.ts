@@ -5,7 +5,7 @@ export const listPaymentMethods = defineRoute({
   method: 'POST',
   path: '/v1/payment-methods/list',
   operationId: 'paymentMethods.list',
-  summary: 'List a customer\'s payment methods',
+  summary: "List a customer's payment methods",
   description: 'The payment methods of one provider (default `sandbox`) for a customer, oldest first.',
   tags: ['payments'],
   access: { kind: 'project', scope: 'payments:read' },

@@ -16,7 +16,8 @@ const HTML_HEADERS = {
 }
 
 function answer(page: PageResult): RawResult {
-  if (page.kind === 'redirect') return { status: 303, headers: { location: page.location, 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' }, body: '' }
+  if (page.kind === 'redirect')
+    return { status: 303, headers: { location: page.location, 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' }, body: '' }
   return { status: page.status, headers: HTML_HEADERS, body: page.html }
 }
 

@@ -10,13 +10,16 @@ export const getPlanVersion = defineRoute({
   description: 'The plan version with its plan, features and flat price. A draft or an unknown id is 404.',
   tags: ['catalog'],
   access: { kind: 'project', scope: 'catalog:read' },
-  response: Type.Intersect([
-    PlanVersionSchema,
-    Type.Object({
-      plan: PlanSchema,
-      planFeatures: Type.Array(PlanFeatureSchema),
-      flatPrice: Type.String({ description: 'Sum of the flat prices of the version, formatted for people, e.g. "$49".' }),
-    }),
-  ], { description: 'A published plan version with its plan and features.' }),
+  response: Type.Intersect(
+    [
+      PlanVersionSchema,
+      Type.Object({
+        plan: PlanSchema,
+        planFeatures: Type.Array(PlanFeatureSchema),
+        flatPrice: Type.String({ description: 'Sum of the flat prices of the version, formatted for people, e.g. "$49".' }),
+      }),
+    ],
+    { description: 'A published plan version with its plan and features.' },
+  ),
   handler: ({ params, projectId, services }) => services.catalog.getPlanVersion(projectId, params.planVersionId!),
 })

@@ -8,10 +8,11 @@ export const consumeRun = defineRoute({
   path: '/v1/runs/consume/:runId',
   operationId: 'runs.consume',
   summary: 'Apply a synchronous metered event to a running run',
-  description: "Prices the event with the customer's entitlement to the feature (quantity from the feature's meter, cost at the plan feature's price, "
-    + "the marginal cost for tiered and package prices, rounded up to whole minor units) and consumes it from the run's remaining. reason: accepted | "
-    + 'duplicate (the idempotencyKey was accepted before: the same answer, nothing consumed again) | expired | not_running | entitlement_denied | '
-    + 'insufficient_budget (nothing consumed). An accepted event is recorded in the usage history like a raw event.',
+  description:
+    "Prices the event with the customer's entitlement to the feature (quantity from the feature's meter, cost at the plan feature's price, " +
+    "the marginal cost for tiered and package prices, rounded up to whole minor units) and consumes it from the run's remaining. reason: accepted | " +
+    'duplicate (the idempotencyKey was accepted before: the same answer, nothing consumed again) | expired | not_running | entitlement_denied | ' +
+    'insufficient_budget (nothing consumed). An accepted event is recorded in the usage history like a raw event.',
   tags: ['runs'],
   access: { kind: 'project', scope: 'runs:write' },
   body: strictObject({

@@ -9,9 +9,10 @@ export const endRun = defineRoute({
   path: '/v1/runs/end/:runId',
   operationId: 'runs.end',
   summary: 'End a run and give back what it did not consume',
-  description: "Running children end first (canceled, or expired past their deadline). A child's unconsumed reservation goes back to its parent; a root "
-    + "run's consumption is captured from the wallet (credits first) and the rest released. Ending again with the same status replays; a run that "
-    + 'ended otherwise (or expired) is 409 run_not_running.',
+  description:
+    "Running children end first (canceled, or expired past their deadline). A child's unconsumed reservation goes back to its parent; a root " +
+    "run's consumption is captured from the wallet (credits first) and the rest released. Ending again with the same status replays; a run that " +
+    'ended otherwise (or expired) is 409 run_not_running.',
   tags: ['runs'],
   access: { kind: 'project', scope: 'runs:write' },
   body: strictObject({ status: Type.Union(END_STATUSES.map((s) => Type.Literal(s))) }),

@@ -9,8 +9,9 @@ export const getSubscription = defineRoute({
   path: '/v1/subscriptions/get',
   operationId: 'subscriptions.get',
   summary: "A customer's subscription with its active phase",
-  description: 'The subscription with a phase in effect now, its current billing cycle, and the phase with its plan version and items; '
-    + '404 subscription_not_found when none is in effect.',
+  description:
+    'The subscription with a phase in effect now, its current billing cycle, and the phase with its plan version and items; ' +
+    '404 subscription_not_found when none is in effect.',
   tags: ['catalog'],
   access: { kind: 'project', scope: 'catalog:read' },
   // The spec leaves customerId's required-ness open; a subscription is found by its customer, so it is required here.

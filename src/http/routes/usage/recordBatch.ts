@@ -9,8 +9,9 @@ export const recordEventBatch = defineRoute({
   path: '/v1/usage/record-batch',
   operationId: 'usage.recordBatch',
   summary: 'Ingest up to 1,000 raw events',
-  description: 'Each event is what POST /v1/usage/record takes and is validated on its own: the valid ones are accepted (durable in Redis) even when others are not. '
-    + 'One result per event, in order; a refused event names its problems with JSON paths into this body ($.events[i]...).',
+  description:
+    'Each event is what POST /v1/usage/record takes and is validated on its own: the valid ones are accepted (durable in Redis) even when others are not. ' +
+    'One result per event, in order; a refused event names its problems with JSON paths into this body ($.events[i]...).',
   tags: ['usage'],
   access: { kind: 'project', scope: 'budgets:write' },
   body: strictObject({

@@ -10,8 +10,9 @@ export const grantCredit = defineRoute({
   path: '/v1/wallet/credits/grant',
   operationId: 'wallet.credits.grant',
   summary: 'Grant a credit to a customer (our addition)',
-  description: 'A credit is consumed before cash, higher priority first, then the one expiring first. It expires at expiresAt (what is left of it is journaled as expired). '
-    + 'Once per idempotencyKey per customer: the same request replays, another is 409. A wallet holds one currency: another is 409 currency_mismatch.',
+  description:
+    'A credit is consumed before cash, higher priority first, then the one expiring first. It expires at expiresAt (what is left of it is journaled as expired). ' +
+    'Once per idempotencyKey per customer: the same request replays, another is 409. A wallet holds one currency: another is 409 currency_mismatch.',
   tags: ['wallet'],
   access: { kind: 'project', scope: 'wallet:write' },
   body: strictObject({

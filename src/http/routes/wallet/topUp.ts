@@ -10,8 +10,9 @@ export const topUpWallet = defineRoute({
   path: '/v1/wallet/top-up',
   operationId: 'wallet.topUp',
   summary: "Deposit cash into a customer's wallet (our addition)",
-  description: 'Cash is consumed after credits. Once per idempotencyKey per customer: the same request replays, another is 409. '
-    + 'A wallet holds one currency (the first money in sets it, USD by default): another is 409 currency_mismatch.',
+  description:
+    'Cash is consumed after credits. Once per idempotencyKey per customer: the same request replays, another is 409. ' +
+    'A wallet holds one currency (the first money in sets it, USD by default): another is 409 currency_mismatch.',
   tags: ['wallet'],
   access: { kind: 'project', scope: 'wallet:write' },
   body: strictObject({ customerId: CustomerId, amount: Amount, currency: Type.Optional(WalletCurrencySchema), idempotencyKey: IdempotencyKey }),
