@@ -28,9 +28,9 @@ export interface NodeProcess {
   kill(signal?: NodeJS.Signals): Promise<Exit>
 }
 
-/** Starts `node --import tsx <script>` (script relative to the repository) with env added to the test's. */
-export function spawnNode(name: string, script: string, env: Record<string, string>): NodeProcess {
-  const args = ['--import', 'tsx', path.join(REPO_ROOT, script)]
+/** Starts `node --import tsx <script> ...argv` (script relative to the repository) with env added to the test's. */
+export function spawnNode(name: string, script: string, env: Record<string, string>, argv: readonly string[] = []): NodeProcess {
+  const args = ['--import', 'tsx', path.join(REPO_ROOT, script), ...argv]
   const options = { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] as ['ignore', 'pipe', 'pipe'] }
   // setpriv execs node (same pid) and has the kernel kill it if this test process dies first.
   const child: ChildProcess = SETPRIV ? spawn(SETPRIV, ['--pdeathsig', 'KILL', process.execPath, ...args], options) : spawn(process.execPath, args, options)
