@@ -210,10 +210,10 @@ async function peerLeg(c: LegContext): Promise<LegResult[]> {
 
 const GATEWAY_ENTRY = 'src/bin/gateway.ts'
 
-/** The gateway's entry in another checkout (`B_ROOT`): older ones started from src/bin/gateway.ts. */
+/** The gateway's entry in another checkout (`B_ROOT`): older ones started from src/main.ts. */
 function gatewayEntryOf(root: string): string {
   const entry = path.join(root, GATEWAY_ENTRY)
-  return existsSync(entry) ? entry : path.join(root, 'src/bin/gateway.ts')
+  return existsSync(entry) ? entry : path.join(root, 'src/main.ts')
 }
 
 // (1) Ours: one gateway + Redis for both of its legs. The pair leg runs first:
