@@ -9,6 +9,8 @@
 //   ours-pair       gateway: authorize then settle, per connection
 //   ours-authorize  gateway: authorize only (apples to apples with the peer,
 //                   which has nothing to settle); the targets use this leg
+//   ours-always     ours-authorize with its Redis at appendfsync always (every
+//                   reply after the fsync of its write): what durability costs
 //   ours-b          A/B: ours-authorize again, against a gateway from B_ROOT
 //                   (another checkout) and/or with B_ENV (NAME=value,...) added
 //                   to its environment; A_ROOT likewise for the ours-* legs
@@ -24,16 +26,17 @@ import path from 'node:path'
 import { runLoad, type Step } from './lib/load.js'
 import type { BenchOptions } from './lib/options.js'
 import { clockTicks, freePort, spawnTs, stopAll, waitForHttp200, waitForLine, type Child } from './lib/proc.js'
-import { redisFigures, redisReset, startBenchRedis, type BenchRedis } from './lib/redis.js'
+import { redisFigures, redisReset, startBenchRedis, type BenchRedis, type Fsync } from './lib/redis.js'
 import { machineInfo, printReport, writeReport, type LegResult, type Report, type Target } from './lib/report.js'
 
-export const LEGS = ['hello', 'peer', 'ours-pair', 'ours-authorize', 'ours-b'] as const
+export const LEGS = ['hello', 'peer', 'ours-pair', 'ours-authorize', 'ours-always', 'ours-b'] as const
 type LegId = (typeof LEGS)[number]
 const LABELS: Record<LegId, string> = {
   hello: 'uWS hello-world',
   peer: 'peer (Fastify+RLF)',
   'ours-pair': 'ours auth+settle',
   'ours-authorize': 'ours authorize',
+  'ours-always': 'ours auth fsync',
   'ours-b': 'ours authorize B',
 }
 const RESULTS_DIR = path.resolve('bench/results')
@@ -65,6 +68,7 @@ export async function runAuthorize(opts: BenchOptions): Promise<void> {
       if (want('peer')) legs.push(...(await guarded(['peer'], () => peerLeg(ctx))))
       const ours = (['ours-pair', 'ours-authorize'] as const).filter(want)
       if (ours.length) legs.push(...(await guarded(ours, () => oursLegs(ctx, ours))))
+      if (want('ours-always')) legs.push(...(await guarded(['ours-always'], () => oursLegs(ctx, ['ours-always'], {}, process.env.A_ROOT, 'always'))))
       if (want('ours-b')) legs.push(...(await guarded(['ours-b'], () => oursLegs(ctx, ['ours-b'], envList(process.env.B_ENV), process.env.B_ROOT))))
       rounds.push(legs)
     }
@@ -219,9 +223,15 @@ function gatewayEntryOf(root: string): string {
 // (1) Ours: one gateway + Redis for both of its legs. The pair leg runs first:
 // the authorize-only leg leaves open holds behind (they expire after the
 // budget's default TTL), which must not weigh on another leg.
-async function oursLegs(c: LegContext, ids: readonly LegId[], extraEnv: Record<string, string> = {}, root = process.env.A_ROOT): Promise<LegResult[]> {
+async function oursLegs(
+  c: LegContext,
+  ids: readonly LegId[],
+  extraEnv: Record<string, string> = {},
+  root = process.env.A_ROOT,
+  fsync: Fsync = 'everysec',
+): Promise<LegResult[]> {
   if (!existsSync(GATEWAY_ENTRY)) throw new Error(`${GATEWAY_ENTRY} not found`)
-  const redis = await startBenchRedis(path.join(c.tmp, 'redis-ours'))
+  const redis = await startBenchRedis(path.join(c.tmp, 'redis-ours'), fsync)
   c.redisVersion = redis.version
   try {
     const port = await freePort()
@@ -264,7 +274,7 @@ async function oursLegs(c: LegContext, ids: readonly LegId[], extraEnv: Record<s
       ]
       results.push(await measure(c, 'ours-pair', url, pair, server, redis, 'authorize+settle'))
     }
-    for (const id of ['ours-authorize', 'ours-b'] as const) {
+    for (const id of ['ours-authorize', 'ours-always', 'ours-b'] as const) {
       if (ids.includes(id)) results.push(await measure(c, id, url, [authorize], server, redis, 'authorize'))
     }
     return results
@@ -340,6 +350,7 @@ function compare(legs: LegResult[], opts: BenchOptions): Pick<Report, 'ratios' |
   // The targets are about authorize: the authorize-only leg, else the pair leg.
   const ours = get('ours-authorize') ?? get('ours-pair')
   const note = ours?.id === 'ours-pair' ? '(from the authorize+settle leg)' : undefined
+  const diff = (a?: number, b?: number): number | null => (a === undefined || b === undefined ? null : a - b)
   const div = (a?: number, b?: number): number | null =>
     a === undefined || b === undefined || !Number.isFinite(a) || !Number.isFinite(b) || b === 0 ? null : a / b
 
@@ -349,6 +360,9 @@ function compare(legs: LegResult[], opts: BenchOptions): Pick<Report, 'ratios' |
     'ours/hello CPU µs per request': div(ours?.cpuUsPerReq, hello?.cpuUsPerReq),
     'peer/hello req/s': div(peer?.opsPerSec, hello?.opsPerSec),
     'peer/hello CPU µs per request': div(peer?.cpuUsPerReq, hello?.cpuUsPerReq),
+    // What fsync before every reply costs: the same gateway, its Redis at appendfsync always vs everysec.
+    'fsync always/everysec req/s': div(get('ours-always')?.opsPerSec, get('ours-authorize')?.opsPerSec),
+    'fsync always−everysec p99 ms': diff(get('ours-always')?.latency?.p99, get('ours-authorize')?.latency?.p99),
   }
   const t = (name: string, value: number | null, limit: string, ok: (v: number) => boolean, extra?: string): Target => {
     const n = [note, extra].filter(Boolean).join(' ')

@@ -21,7 +21,10 @@ export interface BenchRedis {
  * which is how the gateway runs in production; no RDB snapshots (a fork in the
  * middle of a leg would be noise).
  */
-export async function startBenchRedis(dataDir: string): Promise<BenchRedis> {
+/** appendfsync of the bench's Redis: `everysec` unless a leg measures fsync before every reply. */
+export type Fsync = 'always' | 'everysec'
+
+export async function startBenchRedis(dataDir: string, fsync: Fsync = 'everysec'): Promise<BenchRedis> {
   mkdirSync(dataDir, { recursive: true })
   let handle: { url: string; pid: number; stop(): Promise<void> }
   try {
@@ -39,11 +42,11 @@ export async function startBenchRedis(dataDir: string): Promise<BenchRedis> {
       dataDir,
       appendOnly: true,
       // Stated explicitly so the bench does not depend on the launcher's defaults.
-      extraArgs: ['--appendfsync', 'everysec', '--auto-aof-rewrite-percentage', '0'],
+      extraArgs: ['--appendfsync', fsync, '--auto-aof-rewrite-percentage', '0'],
     })
   } catch (err) {
     console.warn(`  (src/infra/redis/embedded.ts unusable: ${(err as Error).message.split('\n')[0]}; spawning redis-server directly)`)
-    handle = await spawnRedis(dataDir)
+    handle = await spawnRedis(dataDir, fsync)
   }
   const admin = new Redis(handle.url, { lazyConnect: false, maxRetriesPerRequest: 1 })
   const info = await admin.info('server')
@@ -60,7 +63,7 @@ export async function startBenchRedis(dataDir: string): Promise<BenchRedis> {
 }
 
 /** Fallback: spawn redis-server ourselves with the same flags. */
-async function spawnRedis(dataDir: string): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+async function spawnRedis(dataDir: string, fsync: Fsync): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const port = await freePort()
   // auto-aof-rewrite off: a background rewrite (fork) mid-leg would be noise.
   const args = [
@@ -75,7 +78,7 @@ async function spawnRedis(dataDir: string): Promise<{ url: string; pid: number; 
     '--appendonly',
     'yes',
     '--appendfsync',
-    'everysec',
+    fsync,
     '--auto-aof-rewrite-percentage',
     '0',
     '--protected-mode',

@@ -185,6 +185,7 @@ const COLORS: Record<string, string> = {
   hello: '#9e9e9e',
   'ours-authorize': '#1f6feb',
   'ours-pair': '#79a8f5',
+  'ours-always': '#0b3d91',
   peer: '#e8833a',
 }
 
