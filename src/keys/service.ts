@@ -5,7 +5,8 @@ import type { Clock } from '../kernel/clock.js'
 import { failure, success, type Failure, type Result } from '../kernel/errors.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
 import type { Principal } from './types.js'
-import { REVOCATION_CHANNEL, apiKeyIdKey, apiKeyKey, projectKey } from './keys.js'
+import { REVOCATION_CHANNEL, apiKeyKey, projectKey } from './keys.js'
+import { findKey, isRevoked, revokeTree, storeKey } from './redis.js'
 
 /** Scopes a project key can hold; `*` holds them all. */
 export const SCOPES = [
@@ -35,6 +36,15 @@ export interface CreatedKey {
   projectId: string
   scopes: string[]
   expiresAt: number | null
+}
+
+export interface KeyOptions {
+  scopes?: string[]
+  /** Epoch ms; null or absent: no expiry of its own (a creator's expiry still applies). */
+  expiresAt?: number | null
+  name?: string
+  /** The keyId of the project key creating this one; absent for the root key and the CLI. */
+  createdBy?: string
 }
 
 interface Cached {
@@ -74,20 +84,39 @@ export class KeyService extends EventEmitter {
     return { projectId, apiKey: key.apiKey, keyId: key.keyId }
   }
 
-  async createKey(projectId: string, options: { scopes?: string[]; expiresAt?: number | null; name?: string }): Promise<Result<CreatedKey>> {
+  /**
+   * Creates a key. A key created by another key (`createdBy`) never outlives it: it takes its
+   * creator's expiry when it asks for none, and asking for a later one is refused. Its creator
+   * records it as a child, so revoking the creator revokes it.
+   */
+  async createKey(projectId: string, options: KeyOptions): Promise<Result<CreatedKey>> {
     if ((await this.redis.exists(projectKey(projectId))) === 0) return failure('not_found', 'project_not_found', `Project ${projectId} does not exist.`)
-    return success(await this.issueKey(projectId, options))
+    if (options.createdBy === undefined) return success(await this.issueKey(projectId, options))
+    const creator = await findKey(this.redis, options.createdBy)
+    if (creator === undefined || creator.revoked) return unauthenticated('The API key was revoked.')
+    if (creator.expiresAt !== null && creator.expiresAt <= this.clock()) return unauthenticated('The API key has expired.')
+    const expiresAt = boundedExpiry(options.expiresAt ?? null, creator.expiresAt, creator.keyId)
+    if (!expiresAt.ok) return expiresAt
+    const created = await this.issueKey(projectId, { ...options, expiresAt: expiresAt.value })
+    // The creator may have been revoked while this key was written, after its revocation read
+    // its children: then this key was missed, so it is revoked here before anyone gets it.
+    if (await isRevoked(this.redis, creator.sha)) {
+      await revokeTree(this.redis, created.keyId, (sha) => this.forget(sha))
+      return unauthenticated('The API key was revoked.')
+    }
+    return success(created)
   }
 
-  /** Revokes a key; `inProject` restricts it to one project's keys. Revoking twice is fine. */
+  /**
+   * Revokes a key and every key it created, transitively; `inProject` restricts it to one
+   * project's keys. Revoking twice is fine, and finishes a revocation a crash cut short.
+   */
   async revokeKey(keyId: string, inProject?: string): Promise<Result<{ keyId: string; revoked: true }>> {
-    const sha = await this.redis.get(apiKeyIdKey(keyId))
-    if (!sha) return failure('not_found', 'key_not_found', `Key ${keyId} does not exist.`)
-    const projectId = await this.redis.hget(apiKeyKey(sha), 'projectId')
-    if (inProject !== undefined && projectId !== inProject) return failure('not_found', 'key_not_found', `Key ${keyId} does not exist.`)
-    await this.redis.hset(apiKeyKey(sha), 'revoked', '1')
-    await this.redis.publish(REVOCATION_CHANNEL, sha)
-    this.forget(sha)
+    const key = await findKey(this.redis, keyId)
+    if (key === undefined || (inProject !== undefined && key.projectId !== inProject)) {
+      return failure('not_found', 'key_not_found', `Key ${keyId} does not exist.`)
+    }
+    await revokeTree(this.redis, keyId, (sha) => this.forget(sha))
     return success({ keyId, revoked: true })
   }
 
@@ -138,22 +167,21 @@ export class KeyService extends EventEmitter {
     this.subscriber?.disconnect()
   }
 
-  private async issueKey(projectId: string, options: { scopes?: string[]; expiresAt?: number | null; name?: string }): Promise<CreatedKey> {
+  private async issueKey(projectId: string, options: KeyOptions): Promise<CreatedKey> {
     const apiKey = 'mk_' + randomBytes(32).toString('base64url')
     const keyId = randomId('key_', 12)
-    const sha = sha256(apiKey)
     const scopes = options.scopes ?? ['*']
     const expiresAt = options.expiresAt ?? null
-    await this.redis.hset(apiKeyKey(sha), {
+    await storeKey(this.redis, {
       keyId,
+      sha: sha256(apiKey),
       projectId,
-      scopes: scopes.join(','),
-      expiresAt: expiresAt ?? '',
-      revoked: '0',
+      scopes,
+      expiresAt,
+      createdBy: options.createdBy ?? null,
       name: options.name ?? '',
-      createdAt: String(this.clock()),
+      createdAt: this.clock(),
     })
-    await this.redis.set(apiKeyIdKey(keyId), sha)
     return { keyId, apiKey, projectId, scopes, expiresAt }
   }
 
@@ -174,6 +202,21 @@ export class KeyService extends EventEmitter {
 
 export function hasScope(principal: Principal, scope: string): boolean {
   return principal.kind === 'project' && (principal.scopes.includes('*') || principal.scopes.includes(scope))
+}
+
+/**
+ * The expiry of a key its creator makes: what was asked for, unless the creator expires; then
+ * no later than the creator (none asked: the creator's own; later: refused, `expires_after_creator`).
+ */
+function boundedExpiry(asked: number | null, creatorExpiresAt: number | null, creatorKeyId: string): Result<number | null> {
+  if (creatorExpiresAt === null) return success(asked)
+  if (asked === null) return success(creatorExpiresAt)
+  if (asked <= creatorExpiresAt) return success(asked)
+  return failure('invalid', 'expires_after_creator', `A key cannot expire after the key creating it (${new Date(creatorExpiresAt).toISOString()}).`, {
+    creatorKeyId,
+    creatorExpiresAt,
+    expiresAt: asked,
+  })
 }
 
 function unauthenticated(message: string): Failure {

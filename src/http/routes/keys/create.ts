@@ -12,7 +12,7 @@ export const createKey = defineRoute({
   operationId: 'keys.create',
   summary: 'Create an API key for a project',
   description:
-    'The root key may create keys for any project; a project key with keys:write only for its own, and with at most the scopes it holds (its own scopes by default).',
+    'The root key may create keys for any project; a project key with keys:write only for its own, with at most the scopes it holds (its own scopes by default), and expiring no later than itself: a key created by an expiring key takes its expiry when none is asked for, and a later expiresAt is refused (400, expires_after_creator). Revoking a key revokes the keys it created.',
   tags: ['admin'],
   access: { kind: 'any', scope: 'keys:write' },
   body: strictObject({
@@ -38,6 +38,7 @@ export const createKey = defineRoute({
     if (!held.includes('*') && !scopes.every((scope) => held.includes(scope))) {
       return failure('forbidden', 'scope_not_held', `A key can only grant scopes it holds (${held.join(', ')}).`)
     }
-    return services.keys.createKey(body.projectId, { ...body, scopes })
+    // The creating key bounds the new key's expiry and, revoked, takes the new key with it.
+    return services.keys.createKey(body.projectId, { ...body, scopes, createdBy: principal.keyId })
   },
 })

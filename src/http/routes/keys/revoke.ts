@@ -7,7 +7,8 @@ export const revokeKey = defineRoute({
   path: '/v1/keys/revoke',
   operationId: 'keys.revoke',
   summary: 'Revoke an API key',
-  description: "Takes effect on every gateway within a second. The root key may revoke any key; a project key with keys:write only its own project's.",
+  description:
+    "Revokes the key and every key it created, transitively (their children, grandchildren…). Takes effect on every gateway within a second. The root key may revoke any key; a project key with keys:write only its own project's. Revoking again is fine, and finishes a revocation that was cut short.",
   tags: ['admin'],
   access: { kind: 'any', scope: 'keys:write' },
   body: strictObject({ keyId: Type.String({ minLength: 1, maxLength: 64 }) }),
