@@ -8,8 +8,9 @@
   ok | replayed | idempotency_conflict | budget_closed | ttl_exceeds_max | budget_exceeded |
   amount_overflow (the hold would take what is held, or a limit's consumed + held, past an exact
   money pair: pairRoom in includes/budget.lua), with s = { holdId, expiresAt, ttlMs } for ok and
-  replayed, s = { '', '', maxTtlMs } for ttl_exceeds_max. A replay answers even when the budget
-  has closed since. src/budgets/errors.ts translates the refusing statuses.
+  replayed (holdId: the n of h_<n>, from nextNumber in includes/budget.lua: it only grows, from at
+  least nowMs × 1000), s = { '', '', maxTtlMs } for ttl_exceeds_max. A replay answers even when
+  the budget has closed since. src/budgets/errors.ts translates the refusing statuses.
   Only ok writes an idempotency record (field i:<key>, forgotten with its hold's record).
 ]]
 --@include money
@@ -43,7 +44,7 @@ if ttl > b.mttl then return answer('ttl_exceeds_max', { '', '', b.mttl }) end
 if not fitsHardLimits(b, ah, al) then return answer('budget_exceeded') end
 if not pairRoom(b, ah) then return answer('amount_overflow') end
 
-b.seq = b.seq + 1
+b.seq = nextNumber(b.seq, now)
 local id = int(b.seq)
 local expiresAt = now + ttl
 b.hh, b.hl = moneyAdd(b.hh, b.hl, ah, al)

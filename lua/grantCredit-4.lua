@@ -2,8 +2,9 @@
 -- KEYS: 1 wallet hash, 2 credits hash, 3 journal list, 4 the project's wallet/run counters hash
 -- ARGV: 1 projectId, 2 customerId, 3 nowMs, 4 idempotencyKey, 5 currency, 6 amount hi, 7 amount lo,
 --       8 source, 9 priority, 10 expiresAtMs (0: never), 11 request fingerprint
--- Returns the credit id, then walletReply with status 'ok' | 'replayed' | 'idempotency_conflict' |
--- 'currency_mismatch'. src/wallet/errors.ts translates the refusing statuses.
+-- Returns the credit id (cr_<n>: walletNextId in includes/wallet.lua), then walletReply with status
+-- 'ok' | 'replayed' | 'idempotency_conflict' | 'currency_mismatch'. src/wallet/errors.ts translates
+-- the refusing statuses.
 --@include money
 --@include wallet
 local w = walletLoad(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], tonumber(ARGV[3]))
@@ -19,7 +20,7 @@ elseif w.cur ~= '' and w.cur ~= ARGV[5] then
   status = 'currency_mismatch'
 else
   local h, l = tonumber(ARGV[6]), tonumber(ARGV[7])
-  creditId = 'cr_' .. redis.call('HINCRBY', KEYS[4], 'credit', 1)
+  creditId = walletNextId(KEYS[4], 'credit', 'cr_', w.now)
   w.cur = ARGV[5]
   w.changed = true
   local c = {

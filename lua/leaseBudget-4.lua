@@ -16,7 +16,8 @@
         budget_exceeded | amount_overflow (in this order of precedence),
   report, end: ok | replayed (nothing changed) | lease_not_found (forgotten after its retention),
   with s = { lease number, amount hi, amount lo, expiresAt, state (1 open, 2 ended, 4 expired),
-  reported hi, reported lo } (ttl_exceeds_max: s[3] = maxTtlMs).
+  reported hi, reported lo } (ttl_exceeds_max: s[3] = maxTtlMs). A new lease's number comes from
+  nextNumber (includes/budget.lua): it only grows, from at least nowMs × 1000.
   src/budgets/errors.ts translates the refusing statuses.
   Only an open that answers ok writes the idempotency record (field il:<ARGV[9]>: the lease
   number, then the fingerprint), kept while the lease is open and the retention after.
@@ -57,7 +58,7 @@ if action == 'open' then
   if not fitsHardLimits(b, ah, al) then return answer('budget_exceeded') end
   if not pairRoom(b, ah) then return answer('amount_overflow') end
 
-  n = int((tonumber(redis.call('HGET', KEYS[1], 'lseq')) or 0) + 1)
+  n = int(nextNumber(tonumber(redis.call('HGET', KEYS[1], 'lseq')) or 0, now))
   h = { state = OPEN, hi = ah, lo = al, exp = expiresAt, shi = 0, slo = 0, idem = ARGV[9] }
   b.hh, b.hl = moneyAdd(b.hh, b.hl, ah, al)
   if b.nexp < 0 or expiresAt < b.nexp then b.nexp = expiresAt end

@@ -12,7 +12,8 @@
 -- 'idempotency_conflict' | 'parent_not_found' | 'parent_not_running' | 'currency_mismatch' |
 -- 'insufficient_funds' (the wallet's available) | 'insufficient_budget' (the parent's remaining) |
 -- 'lease_closed' (the lease ended before this run could start on it). src/runs/errors.ts translates
--- the refusing statuses.
+-- the refusing statuses. Run ids are run_<n>, n from walletNextId (includes/wallet.lua): it only
+-- grows, from at least nowMs × 1000, so an id is never handed out twice, even across a lost AOF tail.
 --@include money
 --@include wallet
 --@include runs
@@ -61,7 +62,7 @@ if status ~= 'ok' then
   return { status, '' }
 end
 
-local id = 'run_' .. redis.call('HINCRBY', KEYS[8], 'run', 1)
+local id = walletNextId(KEYS[8], 'run', 'run_', ctx.now)
 local r = { id = id, st = 'running', dl = deadline, b = budget, c = 0, k = 0, p = parentId, x = x, kids = '', a = '', e = 0, cu = currency, m = ARGV[11], sk = ARGV[4], ls = '' }
 if parent then
   r.ls = parent.ls

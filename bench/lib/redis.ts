@@ -17,9 +17,10 @@ export interface BenchRedis {
 }
 
 /**
- * Same settings for our gateway and the peer: AOF on with fsync every second,
- * which is how the gateway runs in production; no RDB snapshots (a fork in the
- * middle of a leg would be noise).
+ * Same settings for our gateway and the peer: AOF on with fsync every second (the
+ * setting the peer's users run; the ours-always leg measures fsync before every
+ * reply, the gateway's default); no RDB snapshots (a fork in the middle of a leg
+ * would be noise).
  */
 /** appendfsync of the bench's Redis: `everysec` unless a leg measures fsync before every reply. */
 export type Fsync = 'always' | 'everysec'
@@ -28,8 +29,8 @@ export async function startBenchRedis(dataDir: string, fsync: Fsync = 'everysec'
   mkdirSync(dataDir, { recursive: true })
   let handle: { url: string; pid: number; stop(): Promise<void> }
   try {
-    // Prefer the project's own launcher (same flags as production: AOF on,
-    // appendfsync everysec). Imported lazily so the bench still works if it
+    // Prefer the project's own launcher (AOF on; appendfsync as the leg asks).
+    // Imported lazily so the bench still works if it
     // is missing or broken while src/ is being written.
     const mod = (await import('../../src/infra/redis/embedded.js')) as {
       startRedisServer(o: { dataDir: string; appendOnly?: boolean; extraArgs?: string[] }): Promise<{

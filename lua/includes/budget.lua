@@ -5,8 +5,9 @@
 -- fields and decimal strings into Lua numbers costs more than the rest of a call.
 --   num  dttl, mttl, closesAt (-1 none), n, then per limit: window code, hard (1|0),
 --        anchor (-1 = calendar), amount hi, amount lo                    (written by upsert)
---   st   seq, held hi, held lo, nexp (-1 none), then per limit: consumed hi, consumed lo,
---        period start, period end (-1 = never ends)                      (written by every change)
+--   st   seq (the last hold number: nextNumber), held hi, held lo, nexp (-1 none), then per
+--        limit: consumed hi, consumed lo, period start, period end (-1 = never ends)
+--                                                                        (written by every change)
 --   cfg  "id|window|enforce|anchor|amount hi|amount lo;" per limit: for the gateway, never parsed here
 --   unit the budget's unit, read only by get
 --   h<n> hold n: state (1 open, 2 settled, 3 released, 4 expired), amount hi, lo, expiresAt,
@@ -14,8 +15,8 @@
 --   i:<idempotency key>  the request it answered: authorize (1, hold number, amount hi, lo,
 --        ttlMs as sent or -1, expiresAt, ttlMs), charge (2, hi, lo) or record (3, hi, lo)
 --   l<n> lease n (a run leasing from the budget), packed like a hold (below); lseq the last lease
---        number; il:<customerId>|<key> the lease a run's start took (lease number, then the
---        start's request fingerprint)
+--        number (nextNumber); il:<customerId>|<key> the lease a run's start took (lease number,
+--        then the start's request fingerprint)
 -- nexp is a lower bound of the open holds' expiresAt. Open holds are indexed by expiresAt in a
 -- sorted set; the purge index holds the hash fields to forget (closed holds and their
 -- idempotency records, charge and record idempotency records) by the time they may go.
@@ -33,6 +34,20 @@ local OPEN, SETTLED, RELEASED, EXPIRED = 1, 2, 3, 4
 -- Numbers passed to commands as integer text (a Lua number could reach Redis in exponent form).
 local function int(x)
   return string.format('%d', x)
+end
+
+-- The number after `last` in a sequence of ids (holds h_<n>: seq; leases l_<n>: lseq): last + 1,
+-- but at least nowMs × 1000, so that ids only grow, even across a lost AOF tail. A redis-server
+-- that restarts from an AOF cut back to its last fsync (appendfsync everysec, then a power cut)
+-- has the older counter, and the ids handed out after it are gone from Redis but not from the
+-- clients; they were below (their millisecond + 1) × 1000 while a sequence takes fewer than 1000
+-- ids per millisecond, so a later millisecond starts past them. 16 digits until the year 2286,
+-- exact in a double (below 2^53). Old small counters just jump ahead. src/budgets/README.md,
+-- "Durability".
+local function nextNumber(last, now)
+  local seeded = math.floor(now) * 1000
+  if last >= seeded then return last + 1 end
+  return seeded
 end
 
 local function packHold(h)

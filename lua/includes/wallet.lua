@@ -9,6 +9,23 @@
 -- The integer text of a pair (money.lua).
 local walletText = moneyDigits
 
+-- The next id of one of the project's sequences: `prefix` .. n, n from the field `field` of the
+-- project's counters hash `key` (credit: cr_<n>; run: run_<n>). n = last + 1, but at least
+-- nowMs × 1000, so that ids only grow, even across a lost AOF tail: a redis-server restarted from
+-- an AOF cut back to its last fsync has the older counter, while the ids handed out after it
+-- are still known to clients (and a credit id names a field of the credits hash). Those were
+-- below (their millisecond + 1) × 1000 while a sequence takes fewer than 1000 ids per
+-- millisecond, so a later millisecond starts past them (the same rule as nextNumber in
+-- includes/budget.lua; src/budgets/README.md, "Durability"). 16 digits until the year 2286, exact
+-- in a double (below 2^53); old small counters just jump ahead.
+local function walletNextId(key, field, prefix, nowMs)
+  local last = tonumber(redis.call('HGET', key, field)) or 0
+  local seeded = math.floor(nowMs) * 1000
+  local n = string.format('%d', (last >= seeded) and (last + 1) or seeded)
+  redis.call('HSET', key, field, n)
+  return prefix .. n
+end
+
 local function walletCreditBefore(a, b)
   if a.priority ~= b.priority then return a.priority > b.priority end
   local ea = a.expiresAt == 0 and 1e300 or a.expiresAt

@@ -33,7 +33,7 @@ async function main(argv: string[]): Promise<number> {
   const [noun, verb, arg] = positionals
   const config = loadConfig()
   const running = config.redisUrl ?? (await runningEmbeddedRedis(config.dataDir))
-  const embedded = running ? undefined : await startEmbeddedRedis(config.dataDir)
+  const embedded = running ? undefined : await startEmbeddedRedis(config.dataDir, config.redisFsync)
   const redis = connectRedis(running ?? embedded!.url, 'metering-cli')
   // The same wiring as the gateway's (src/container.ts); logs go to stderr, answers to stdout.
   const container = buildServices({ config, redis, clock: systemClock, logger: pino({ level: config.logLevel }, pino.destination(2)) })

@@ -160,7 +160,7 @@ async function openStores(config: Config, overrides: GatewayOverrides, logger: L
   clickhouseP.catch(() => {}) // awaited below; a failure of Redis first must not leave it unhandled
   let embedded: Awaited<ReturnType<typeof startEmbeddedRedis>> | undefined
   try {
-    embedded = config.redisUrl ? undefined : await startEmbeddedRedis(config.dataDir)
+    embedded = config.redisUrl ? undefined : await startEmbeddedRedis(config.dataDir, config.redisFsync)
   } catch (err) {
     await clickhouseP.then(
       (store) => store?.close(),
@@ -168,7 +168,7 @@ async function openStores(config: Config, overrides: GatewayOverrides, logger: L
     )
     throw err
   }
-  if (embedded) logger.info({ url: embedded.url, dir: embedded.dir }, 'started embedded redis-server (AOF)')
+  if (embedded) logger.info({ url: embedded.url, dir: embedded.dir, appendfsync: config.redisFsync }, 'started embedded redis-server (AOF)')
   const redisUrl = config.redisUrl ?? embedded!.url
   const redis = connectRedis(redisUrl)
   let clickhouse: ClickHouseStore | undefined

@@ -6,6 +6,13 @@ export interface Config {
   host: string
   /** Unset: start a private redis-server child under dataDir. */
   redisUrl: string | undefined
+  /**
+   * METERING_REDIS_FSYNC: `appendfsync` of the embedded redis-server. `always` (the default): a
+   * reply leaves only after the fsync of its write, so nothing acknowledged is lost; `everysec`:
+   * up to about a second of acknowledged operations may be lost on power loss or an OS crash.
+   * Ignored with REDIS_URL (that server's own appendfsync decides). src/budgets/README.md, "Durability".
+   */
+  redisFsync: RedisFsync
   dataDir: string
   /** CLICKHOUSE_URL: a ClickHouse server over HTTP; unset → chDB under dataDir (one process per data dir). */
   clickhouseUrl: string | undefined
@@ -49,6 +56,20 @@ export interface Config {
   squareAccessToken: string | undefined
 }
 
+/** The `appendfsync` values the embedded redis-server can run with (METERING_REDIS_FSYNC). */
+export const REDIS_FSYNC_VALUES = ['always', 'everysec'] as const
+export type RedisFsync = (typeof REDIS_FSYNC_VALUES)[number]
+
+/** METERING_REDIS_FSYNC: `always` when unset or empty; anything but `always` or `everysec` is an error. */
+export function redisFsyncOf(env: NodeJS.ProcessEnv): RedisFsync {
+  const raw = env.METERING_REDIS_FSYNC
+  if (raw === undefined || raw === '') return 'always'
+  if (!(REDIS_FSYNC_VALUES as readonly string[]).includes(raw)) {
+    throw new Error(`METERING_REDIS_FSYNC must be ${REDIS_FSYNC_VALUES.join(' or ')}, got ${raw}`)
+  }
+  return raw as RedisFsync
+}
+
 function int(name: string, fallback: number, env: NodeJS.ProcessEnv): number {
   const raw = env[name]
   if (raw === undefined || raw === '') return fallback
@@ -63,6 +84,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: int('PORT', 8787, env),
     host: env.HOST ?? '0.0.0.0',
     redisUrl: env.REDIS_URL || undefined,
+    redisFsync: redisFsyncOf(env),
     dataDir: resolve(env.METERING_DATA_DIR ?? './data'),
     clickhouseUrl: env.CLICKHOUSE_URL || undefined,
     clickhouseDatabase: env.CLICKHOUSE_DATABASE || 'default',

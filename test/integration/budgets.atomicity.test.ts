@@ -30,13 +30,14 @@ test('an authorize that fails after applying an expiry in memory writes nothing;
   const service = new BudgetService(redis, clock)
   const project = uniquePrefix()
   await service.upsert(project, { key: 'b', limits: [{ id: 'd', window: 'day', enforce: 'hard', amount: '10' }] })
-  expect((await service.authorize(project, { key: 'b', amount: '3', ttlMs: 1000, idempotencyKey: 'a' })).ok).toBe(true)
+  const hold = await service.authorize(project, { key: 'b', amount: '3', ttlMs: 1000, idempotencyKey: 'a' })
+  if (!hold.ok) throw new Error(hold.message)
   clock.advance(1000)
 
   const tag = budgetTag(project, 'b')
   const before = await rawState(tag)
   const k = budgetKeys(tag)
-  // An amount that is not a number makes the script fail after touchBudget expired h_1 in memory.
+  // An amount that is not a number makes the script fail after touchBudget expired the hold in memory.
   const broken = new Script('authorizeHold-4')
   await expect(broken.run(redis, [k.budget, k.open, k.purge, k.journal], [clock(), 'not-a-number', '0', '', 86_400_000, 'z'])).rejects.toThrow()
   expect(await rawState(tag)).toEqual(before)
@@ -44,7 +45,7 @@ test('an authorize that fails after applying an expiry in memory writes nothing;
 
   const after = await service.get(project, 'b')
   expect(after.ok && after.value.balance.limits[0]).toMatchObject({ consumed: '3', held: '0' })
-  const settle = await service.settle(project, { key: 'b', holdId: 'h_1', amount: '3' })
+  const settle = await service.settle(project, { key: 'b', holdId: hold.value.holdId, amount: '3' })
   expect(settle.ok && settle.value).toMatchObject({ replayed: true, settledBy: 'expiry' })
   const again = await service.get(project, 'b')
   expect(again.ok && again.value.balance.limits[0]).toMatchObject({ consumed: '3', held: '0' })

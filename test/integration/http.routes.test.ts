@@ -86,10 +86,18 @@ const PATH_PARAMS: Record<string, (ctx: CommonContext) => Record<string, string>
   'planVersions.get': (ctx) => ({ planVersionId: ctx.planVersionId }),
   // The common subscription's first monthly cycle (from 2024-01-01), closed by SETUP below.
   'invoices.get': (ctx) => ({ invoiceId: invoiceIdOf(ctx.projectId, ctx.customerId, 'common-sub', Date.UTC(2024, 0, 1)) }),
-  // run_1: the run RUN_SETUP starts, the first of the route's project.
-  'runs.consume': () => ({ runId: 'run_1' }),
-  'runs.end': () => ({ runId: 'run_1' }),
-  'runs.get': () => ({ runId: 'run_1' }),
+  // The run runSetup started for the route's project.
+  'runs.consume': (ctx) => ({ runId: commonRunId(ctx) }),
+  'runs.end': (ctx) => ({ runId: commonRunId(ctx) }),
+  'runs.get': (ctx) => ({ runId: commonRunId(ctx) }),
+}
+
+/** The run runSetup started, by project (run ids are `run_<n>`, n = max(last + 1, now ms × 1000)). */
+const commonRuns = new Map<string, string>()
+function commonRunId(ctx: CommonContext): string {
+  const runId = commonRuns.get(ctx.projectId)
+  if (runId === undefined) throw new Error(`no common run in project ${ctx.projectId}`)
+  return runId
 }
 
 /** Query parameters of GET routes that take a query (by operationId). */
@@ -97,7 +105,7 @@ const QUERIES: Record<string, (ctx: CommonContext) => Record<string, string>> = 
   'wallet.balance': (ctx) => ({ customerId: ctx.customerId }),
 }
 
-/** $10 in the common customer's wallet and a run of $5 (run_1) that lives an hour. */
+/** $10 in the common customer's wallet and a run of $5 (commonRunId) that lives an hour. */
 async function runSetup(ctx: CommonContext, gw: TestGateway): Promise<void> {
   const topUp = await gw.post('/v1/wallet/top-up', { customerId: ctx.customerId, amount: '10', idempotencyKey: 'common-setup' }, ctx.apiKey)
   expect(topUp.status, JSON.stringify(topUp.body)).toBe(200)
@@ -106,7 +114,9 @@ async function runSetup(ctx: CommonContext, gw: TestGateway): Promise<void> {
     { customerId: ctx.customerId, budgetAmountMinor: 500, idempotencyKey: 'common-run', ttlMs: 3_600_000 },
     ctx.apiKey,
   )
-  expect([run.status, run.body.runId]).toEqual([200, 'run_1'])
+  expect(run.status, JSON.stringify(run.body)).toBe(200)
+  expect(run.body.runId).toMatch(/^run_[1-9][0-9]*$/)
+  commonRuns.set(ctx.projectId, run.body.runId)
 }
 
 /** What a route's valid request needs made first (by operationId). */

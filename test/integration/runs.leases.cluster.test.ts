@@ -70,10 +70,11 @@ describe('runs leasing from a budget on a Redis Cluster', () => {
       })
     const first = await open('acme|x', 400n)
     if (!first.ok) throw new Error(first.message)
-    expect([first.value.leaseId, first.value.state, first.value.balance.held]).toEqual(['l_1', 'open', '4'])
+    // l_<n>, n = max(last + 1, now ms × 1000) (src/budgets/README.md, "Leases").
+    expect([first.value.leaseId, first.value.state, first.value.balance.held]).toEqual([`l_${clock() * 1000}`, 'open', '4'])
     // The same request replays the lease; another is a conflict.
     const again = await open('acme|x', 400n)
-    expect(again.ok && [again.value.leaseId, again.value.replayed, again.value.balance.held]).toEqual(['l_1', true, '4'])
+    expect(again.ok && [again.value.leaseId, again.value.replayed, again.value.balance.held]).toEqual([first.value.leaseId, true, '4'])
     const other = await open('acme|x', 500n, 'g')
     expect(!other.ok && other.reason).toBe('idempotency_conflict')
     const second = await open('acme|y', 300n)
@@ -117,12 +118,13 @@ describe('runs leasing from a budget on a Redis Cluster', () => {
         requestKey: `acme|${idempotencyKey}`,
         fingerprint,
       })
-    expect((await leaseFor('crashed')).ok).toBe(true)
+    const crashed = await leaseFor('crashed')
+    if (!crashed.ok) throw new Error(crashed.message)
     clock.advance(1000)
     const retried = await runs.start(projectId, { customerId: 'acme', budgetAmountMinor: 300, idempotencyKey: 'crashed', budgetKey: 'k', ttlMs: 5000 })
     if (!retried.ok) throw new Error(retried.message)
     // The same lease, and the first attempt's deadline.
-    expect([retried.value.leaseId, retried.value.expiresAt]).toEqual(['l_1', T + 5000])
+    expect([retried.value.leaseId, retried.value.expiresAt]).toEqual([crashed.value.leaseId, T + 5000])
     const b = await budgets.get(projectId, 'k')
     expect(b.ok && b.value.balance.held).toBe('3')
 

@@ -65,6 +65,12 @@ function accepted(res: { status: number; body: any }, cost: number): any {
   return res.body
 }
 
+/**
+ * The lease id after `id` taken in the same millisecond: lease ids are `l_<n>`, n = max(last + 1,
+ * now ms × 1000) (src/budgets/README.md, "Leases").
+ */
+const nextLeaseId = (id: string) => `l_${BigInt(id.slice(2)) + 1n}`
+
 const CAP = {
   limits: [
     { id: 'cap', window: 'never', enforce: 'hard', amount: '100' },
@@ -82,9 +88,10 @@ describe('runs leasing from a budget', () => {
       budgetAmountMinor: 5000,
       remainingAmountMinor: 5000,
       budgetKey: 'agents',
-      leaseId: 'l_1',
+      leaseId: `l_${T * 1000}`,
       expiresAt: T + 15 * 60_000,
     })
+    const L = run.leaseId as string
     expect(await s.budget()).toEqual(['50', '0', '0'])
 
     // 600 tokens at $0.01: $6, reported at once; the soft daily limit of $5 is crossed.
@@ -92,7 +99,7 @@ describe('runs leasing from a budget', () => {
     expect(await s.budget()).toEqual(['44', '6', '6'])
     // A child reserves from its parent (nothing changes at the budget); its consumes count for the tree.
     const child = started(await s.start({ budgetAmountMinor: 1000, idempotencyKey: 'c1', parentRunId: run.runId, budgetKey: undefined }))
-    expect([child.budgetKey, child.leaseId]).toEqual(['agents', 'l_1'])
+    expect([child.budgetKey, child.leaseId]).toEqual(['agents', L])
     expect(await s.budget()).toEqual(['44', '6', '6'])
     accepted(await s.consume(child.runId, 'b', 250), 250)
     expect(await s.budget()).toEqual(['41.5', '8.5', '8.5'])
@@ -116,9 +123,9 @@ describe('runs leasing from a budget', () => {
     // The budget journal explains consumed: a row per report, then the lease's end.
     const rows = await s.journal()
     expect(rows.map((r) => [r.kind, r.hold_id, r.amount, r.movement_id, r.idempotency_key, r.unit])).toEqual([
-      ['lease', 'l_1', '6', 'agents#lease:l_1:6', 'r1', 'USD'],
-      ['lease', 'l_1', '2.5', 'agents#lease:l_1:8.5', 'r1', 'USD'],
-      ['lease_end', 'l_1', '0', 'agents#lease_end:l_1', 'r1', 'USD'],
+      ['lease', L, '6', `agents#lease:${L}:6`, 'r1', 'USD'],
+      ['lease', L, '2.5', `agents#lease:${L}:8.5`, 'r1', 'USD'],
+      ['lease_end', L, '0', `agents#lease_end:${L}`, 'r1', 'USD'],
     ])
   })
 
@@ -173,7 +180,7 @@ describe('runs leasing from a budget', () => {
     const [a, b] = await Promise.all([s.start({ budgetAmountMinor: 700, idempotencyKey: 'r1' }), s.start({ budgetAmountMinor: 700, idempotencyKey: 'r1' })])
     expect(started(a).runId).toBe(started(b).runId)
     const c = started(await s.start({ budgetAmountMinor: 700, idempotencyKey: 'r1' }))
-    expect([c.runId, c.leaseId]).toEqual([a.body.runId, 'l_1'])
+    expect([c.runId, c.leaseId]).toEqual([a.body.runId, a.body.leaseId])
     expect(await s.budget()).toEqual(['7', '0', '0'])
     // Another request with the key: 409, nothing leased.
     const other = await s.start({ budgetAmountMinor: 800, idempotencyKey: 'r1' })
@@ -184,7 +191,7 @@ describe('runs leasing from a budget', () => {
     expect(onWallet.status).toBe(409)
     expect(await s.budget()).toEqual(['7', '0', '0'])
     const rows = await s.journal()
-    expect(rows.map((r) => [r.kind, r.hold_id, r.amount])).toEqual([['lease_end', 'l_2', '0']])
+    expect(rows.map((r) => [r.kind, r.hold_id, r.amount])).toEqual([['lease_end', nextLeaseId(a.body.leaseId), '0']])
     // The customer's wallet holds only the wallet run.
     const w = (await gw.get('/v1/wallet/balance?customerId=acme', s.apiKey)).body
     expect([w.available.amount, w.held.amount]).toEqual(['99', '1'])
@@ -214,11 +221,12 @@ describe('runs leasing from a budget', () => {
     // The budget's lease deadlines (run deadline + 1 minute) pass later: nothing more happens.
     gw.clock.set(T + 20_000 + 60_000)
     expect(await s.budget()).toEqual(['0', '4', '4'])
+    expect(swept.leaseId).toBe(nextLeaseId(lazy.leaseId))
     expect((await s.journal()).map((r) => [r.kind, r.hold_id, r.amount])).toEqual([
-      ['lease', 'l_1', '1'],
-      ['lease', 'l_2', '3'],
-      ['lease_end', 'l_1', '0'],
-      ['lease_end', 'l_2', '0'],
+      ['lease', lazy.leaseId, '1'],
+      ['lease', swept.leaseId, '3'],
+      ['lease_end', lazy.leaseId, '0'],
+      ['lease_end', swept.leaseId, '0'],
     ])
   })
 
@@ -229,7 +237,7 @@ describe('runs leasing from a budget', () => {
     // A gateway that ended the run in Redis but died before settling its lease at the budget.
     const ended = await endRun(gw.redis, s.projectId, 'acme', gw.clock(), run.runId, 'completed')
     expect(ended.run?.status).toBe('completed')
-    expect(await gw.redis.hget(`mg:{cat:${s.projectId}}:rl`, `acme\t${run.runId}`)).toBe('1|200|6|agents')
+    expect(await gw.redis.hget(`mg:{cat:${s.projectId}}:rl`, `acme\t${run.runId}`)).toBe(`${run.leaseId.slice(2)}|200|6|agents`)
     expect(await s.budget()).toEqual(['8', '2', '2'])
     expect(await gw.sweepRuns(`mg:{cat:${s.projectId}}:rx`)).toMatchObject({ expired: 0 })
     expect(await s.budget()).toEqual(['0', '2', '2'])

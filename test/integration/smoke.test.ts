@@ -15,5 +15,6 @@ test('a project authorizes a hold over HTTP', async () => {
   expect(up.status).toBe(200)
   const a = await gw.post('/v1/budgets/authorize', { key: 'b', amount: '2', idempotencyKey: 'x' }, apiKey)
   expect(a.status).toBe(200)
-  expect(a.body.holdId).toBe('h_1')
+  // h_<n>, n = max(last + 1, now ms × 1000): the gateway's clock starts at 2025-01-15T12:00Z.
+  expect(a.body.holdId).toBe(`h_${Date.UTC(2025, 0, 15, 12, 0, 0) * 1000}`)
 })

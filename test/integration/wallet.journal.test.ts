@@ -45,7 +45,8 @@ describe.each(backends)('wallet journal into ClickHouse (%s)', (kind) => {
     const wallet = new WalletService(redis, clock)
     const runs = new RunService(redis, clock)
     expect((await wallet.topUp(p, { customerId: 'acme', amount: 1_000_000_000n, idempotencyKey: 't' })).ok).toBe(true)
-    expect((await wallet.grant(p, { customerId: 'acme', amount: 100_000_000n, source: 'promo', expiresAt: T0 + 60_000, idempotencyKey: 'g' })).ok).toBe(true)
+    const grant = await wallet.grant(p, { customerId: 'acme', amount: 100_000_000n, source: 'promo', expiresAt: T0 + 60_000, idempotencyKey: 'g' })
+    if (!grant.ok) throw new Error(grant.message)
     const run = await runs.start(p, { customerId: 'acme', budgetAmountMinor: 300, idempotencyKey: 'r' })
     if (!run.ok) throw new Error(run.message)
     const c = await runs.consume(p, run.value.runId, { featureSlug: 'tokens', idempotencyKey: 'e1', properties: { tokens: 150 } })
@@ -65,7 +66,7 @@ describe.each(backends)('wallet journal into ClickHouse (%s)', (kind) => {
     expect(rows.map((r) => [r.movement_id, r.kind, r.source, r.amount])).toEqual([
       [`capture:${id}:1`, 'capture', 'promo', '100000000'],
       [`capture:${id}:2`, 'capture', 'cash_wallet', '50000000'],
-      ['grant:cr_1', 'credit_grant', 'promo', '100000000'],
+      [`grant:${grant.value.creditId}`, 'credit_grant', 'promo', '100000000'],
       [`hold:${id}:1`, 'hold', 'promo', '100000000'],
       [`hold:${id}:2`, 'hold', 'cash_wallet', '200000000'],
       ['invoice:acme:inv_1:1', 'cash_use', 'cash_wallet', '50000000'],

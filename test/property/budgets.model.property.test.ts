@@ -72,9 +72,13 @@ function periodOf(window: MWindow, t: number): { start: number | null; resetsAt:
 
 class BudgetModel {
   limits: MLimit[] = []
+  /** Holds by ordinal (1, 2, …: what the generated operations name). */
   holds = new Map<number, MHold>()
   idem = new Map<string, MIdem>()
+  /** The last hold number: numbers are max(last + 1, now ms × 1000) (src/budgets/README.md, "Holds"). */
   seq = 0
+  /** Ordinal → the hold's number. */
+  numbers = new Map<number, number>()
   held = 0n
   defaultTtlMs = 60_000
   maxTtlMs = DAY_MS
@@ -215,24 +219,38 @@ class BudgetModel {
     const prior = this.idem.get(idemKey)
     if (prior) {
       if (prior.op !== 'a' || prior.amount !== amount || prior.ttlArg !== ttlArg) return { reason: 'idempotency_conflict' }
-      return { allowed: true, holdId: `h_${prior.holdId}`, amount: formatUnits(amount), expiresAt: prior.expiresAt, replayed: true, balance: this.balance() }
+      return {
+        allowed: true,
+        holdId: this.holdId(prior.holdId),
+        amount: formatUnits(amount),
+        expiresAt: prior.expiresAt,
+        replayed: true,
+        balance: this.balance(),
+      }
     }
     if (this.closed()) return { reason: 'budget_closed' }
     const ttl = ttlArg ?? this.defaultTtlMs
     if (ttl > this.maxTtlMs) return { reason: 'invalid_request' }
     const denied = this.denial(amount)
     if (denied) return denied
-    const id = ++this.seq
+    const id = this.numbers.size + 1
+    this.seq = Math.max(this.seq + 1, this.now * 1000)
+    this.numbers.set(id, this.seq)
     const expiresAt = this.now + ttl
     this.holds.set(id, { state: 'o', amount, expiresAt, settled: 0n, purgeAt: 0, idemKey })
     this.held += amount
     this.idem.set(idemKey, { op: 'a', amount, ttlArg, holdId: id, expiresAt, purgeAt: null })
-    return { allowed: true, holdId: `h_${id}`, amount: formatUnits(amount), expiresAt, replayed: false, balance: this.balance() }
+    return { allowed: true, holdId: this.holdId(id), amount: formatUnits(amount), expiresAt, replayed: false, balance: this.balance() }
+  }
+
+  /** The id of the hold with that ordinal; `h_<ordinal>` for one never authorized (no real hold has so small a number). */
+  holdId(ordinal: number): string {
+    return `h_${this.numbers.get(ordinal) ?? ordinal}`
   }
 
   private outcome(id: number, h: MHold, replayed: boolean): Answer {
     const out: Answer = {
-      holdId: `h_${id}`,
+      holdId: this.holdId(id),
       state: h.state === 'r' ? 'released' : 'settled',
       amount: formatUnits(h.amount),
       expiresAt: h.expiresAt,
@@ -544,13 +562,13 @@ async function runSequence(start: number, initial: ConfigSpec, initialOffset: nu
         if (typeof op.amount === 'bigint') usage = op.amount
         else usage = (model.holdAmount(op.hold) ?? 0n) + (op.amount === 'fullPlusOne' ? 1n : 0n)
         if (!SETTLE_UNKNOWN_HOLDS && model.holdAmount(op.hold) === undefined) continue
-        actual = normalize(await service.settle(project, { key, holdId: `h_${op.hold}`, amount: render(usage, op.pad) }))
+        actual = normalize(await service.settle(project, { key, holdId: model.holdId(op.hold), amount: render(usage, op.pad) }))
         expected = model.close(op.hold, 'settle', usage)
         break
       }
       case 'release': {
         if (!SETTLE_UNKNOWN_HOLDS && model.holdAmount(op.hold) === undefined) continue
-        actual = normalize(await service.release(project, { key, holdId: `h_${op.hold}` }))
+        actual = normalize(await service.release(project, { key, holdId: model.holdId(op.hold) }))
         expected = model.close(op.hold, 'release', 0n)
         break
       }
@@ -623,14 +641,15 @@ describe('examples', () => {
     const key = `halfexpired${++runs}`
     await service.upsert(project, { key, limits: [{ id: 'n', window: 'never', enforce: 'hard', amount: '10' }] })
     const hold = await service.authorize(project, { key, amount: '3', ttlMs: 1_000, idempotencyKey: 'a' })
-    expect(hold.ok).toBe(true)
+    if (!hold.ok) throw new Error(hold.message)
+    const h1Id = hold.value.holdId
     clock.advance(1_000) // h_1 is due: the next touch settles it at its full amount
-    await service.release(project, { key, holdId: 'h_2' }).catch(() => undefined)
+    await service.release(project, { key, holdId: 'h_2' }).catch(() => undefined) // a hold that does not exist
     const got = await service.get(project, key)
     if (!got.ok) throw new Error(got.reason)
     // h_1 expired: 3 consumed, nothing held, and its outcome says so.
     expect({ held: got.value.balance.held, consumed: got.value.balance.limits[0]!.consumed }).toEqual({ held: '0', consumed: '3' })
-    const h1 = await service.settle(project, { key, holdId: 'h_1', amount: '3' })
+    const h1 = await service.settle(project, { key, holdId: h1Id, amount: '3' })
     expect(h1.ok && h1.value.settledBy).toBe('expiry')
   })
 
@@ -639,18 +658,20 @@ describe('examples', () => {
     const service = new BudgetService(redis, clock)
     const key = `authexpiry${++runs}`
     await service.upsert(project, { key, limits: [{ id: 'n', window: 'never', enforce: 'hard', amount: '10' }] })
-    expect((await service.authorize(project, { key, amount: '3', ttlMs: 1_000, idempotencyKey: 'a1' })).ok).toBe(true)
+    const first = await service.authorize(project, { key, amount: '3', ttlMs: 1_000, idempotencyKey: 'a1' })
+    if (!first.ok) throw new Error(first.message)
+    const h1Id = first.value.holdId
     clock.advance(1_000)
     // This authorize is the first touch after h_1's deadline: it settles h_1 at 3 on the way.
     const h2 = await service.authorize(project, { key, amount: '1', ttlMs: 60_000, idempotencyKey: 'a2' })
     expect(h2.ok && { held: h2.value.balance.held, consumed: h2.value.balance.limits[0]!.consumed }).toEqual({ held: '1', consumed: '3' })
     // Settling h_1 for its full amount replays the expiry; it must not apply it a second time.
-    const s1 = await service.settle(project, { key, holdId: 'h_1', amount: '3' })
+    const s1 = await service.settle(project, { key, holdId: h1Id, amount: '3' })
     expect(s1.ok && { replayed: s1.value.replayed, settledBy: s1.value.settledBy }).toEqual({ replayed: true, settledBy: 'expiry' })
     const got = await service.get(project, key)
     expect(got.ok && { held: got.value.balance.held, consumed: got.value.balance.limits[0]!.consumed }).toEqual({ held: '1', consumed: '3' })
     // And a release of h_1 is refused as expired, changing nothing.
-    const r1 = await service.release(project, { key, holdId: 'h_1' })
+    const r1 = await service.release(project, { key, holdId: h1Id })
     expect(r1.ok ? 'ok' : r1.reason).toBe('hold_expired')
     const after = await service.get(project, key)
     expect(after.ok && { held: after.value.balance.held, consumed: after.value.balance.limits[0]!.consumed }).toEqual({ held: '1', consumed: '3' })

@@ -92,6 +92,8 @@ describe('startRedisServer', () => {
 
     const c1 = new Redis(first.url)
     expect(await c1.config('GET', 'appendonly')).toEqual(['appendonly', 'yes'])
+    // A reply only after the fsync of its write, unless told everysec (src/budgets/README.md, "Durability").
+    expect(await c1.config('GET', 'appendfsync')).toEqual(['appendfsync', 'always'])
     expect(await c1.config('GET', 'save')).toEqual(['save', ''])
     await c1.set('budget:acme', '12345')
     await c1.hset('hold:h1', { amount: '10', state: 'open' })
@@ -116,6 +118,14 @@ describe('startRedisServer', () => {
     expect(await c2.hgetall('hold:h1')).toEqual({ amount: '10', state: 'open' })
     await c2.quit()
     await second.stop()
+  })
+
+  it('fsyncs every second when told everysec', async () => {
+    const s = await start({ dataDir: path.join(tmp, 'everysec'), fsync: 'everysec' })
+    const c = new Redis(s.url)
+    expect(await c.config('GET', 'appendfsync')).toEqual(['appendfsync', 'everysec'])
+    await c.quit()
+    await s.stop()
   })
 
   it('with appendOnly false writes no AOF', async () => {

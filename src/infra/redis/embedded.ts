@@ -19,12 +19,22 @@ export interface RedisServerHandle {
   stop(): Promise<void>
 }
 
+/** The `appendfsync` settings the embedded server runs with (METERING_REDIS_FSYNC). */
+export type AppendFsync = 'always' | 'everysec'
+
 export interface StartRedisServerOptions {
   dataDir: string
   /** Fixed port; by default a free one is picked (and re-picked if taken meanwhile). */
   port?: number
-  /** AOF persistence with fsync every second; default true. */
+  /** AOF persistence; default true. */
   appendOnly?: boolean
+  /**
+   * The AOF's `appendfsync` (with appendOnly): `always` (the default) fsyncs a write before its
+   * reply is sent (Redis group-commits: one fsync per event-loop pass, for every client's writes
+   * of that pass), so nothing acknowledged is lost; `everysec` fsyncs once a second, so a power
+   * loss or an OS crash can lose about the last second of acknowledged writes.
+   */
+  fsync?: AppendFsync
   extraArgs?: string[]
   binary?: string
 }
@@ -109,7 +119,7 @@ function redisArgs(opts: StartRedisServerOptions, port: number, dir: string): st
     '--daemonize',
     'no',
   ]
-  if (opts.appendOnly ?? true) args.push('--appendonly', 'yes', '--appendfsync', 'everysec')
+  if (opts.appendOnly ?? true) args.push('--appendonly', 'yes', '--appendfsync', opts.fsync ?? 'always')
   args.push(...(opts.extraArgs ?? []))
   return args
 }

@@ -1,7 +1,7 @@
 import { readFile, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
-import { startRedisServer, type RedisServerHandle } from './embedded.js'
+import { startRedisServer, type AppendFsync, type RedisServerHandle } from './embedded.js'
 
 /**
  * The embedded Redis of a data directory. The service writes the URL of the redis-server it
@@ -23,9 +23,14 @@ export async function runningEmbeddedRedis(dataDir: string): Promise<string | un
   }
 }
 
-export async function startEmbeddedRedis(dataDir: string): Promise<RedisServerHandle> {
+/**
+ * Starts the embedded redis-server of a data directory, with AOF; `fsync` is its appendfsync
+ * (METERING_REDIS_FSYNC, src/kernel/config.ts): `always` by default, so that nothing
+ * acknowledged is lost (src/budgets/README.md, "Durability").
+ */
+export async function startEmbeddedRedis(dataDir: string, fsync: AppendFsync = 'always'): Promise<RedisServerHandle> {
   const dir = join(dataDir, 'redis')
-  const server = await startRedisServer({ dataDir: dir, appendOnly: true })
+  const server = await startRedisServer({ dataDir: dir, appendOnly: true, fsync })
   await writeFile(join(dir, 'url'), server.url)
   return {
     ...server,
