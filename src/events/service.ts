@@ -3,7 +3,7 @@ import { Queue } from 'bullmq'
 import type { Logger } from 'pino'
 import type { Clock } from '../kernel/clock.js'
 import { failure, invalid, success, type Issue, type Result } from '../kernel/errors.js'
-import { compile } from '../kernel/validation.js'
+import { compile, depthIssue } from '../kernel/validation.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
 import { Batcher } from './batcher.js'
 import { DEFAULT_EVENT_OPTIONS, type EventOptions } from './options.js'
@@ -65,8 +65,10 @@ export class EventService {
   }
 
   /**
-   * POST /v1/usage/record-batch: each element is validated on its own (schema, then the rules
-   * of `record`); the valid ones go through one group commit together; one result per element.
+   * POST /v1/usage/record-batch: each element is validated on its own (nesting depth, schema,
+   * then the rules of `record`); the valid ones go through one group commit together; one
+   * result per element. The route leaves the depth to this method (handlerChecksDepth), so an
+   * element nested too deep is refused alone, and each element is walked once.
    */
   async recordBatch(projectId: string, inputs: readonly unknown[]): Promise<{ results: BatchResult[] }> {
     const now = this.clock()
@@ -75,7 +77,9 @@ export class EventService {
     inputs.forEach((input, index) => {
       const at = `$.events[${index}]`
       let issues: Issue[]
-      if (!eventValidator.check(input)) issues = eventValidator.issues(input).map((i) => ({ path: at + i.path.slice(1), message: i.message }))
+      const deep = depthIssue(input, at)
+      if (deep) issues = [deep]
+      else if (!eventValidator.check(input)) issues = eventValidator.issues(input).map((i) => ({ path: at + i.path.slice(1), message: i.message }))
       else issues = this.check(input as UsageEventInput, now, at)
       if (issues.length > 0) {
         results[index] = {
@@ -105,7 +109,11 @@ export class EventService {
     await this.queueConnection.quit()
   }
 
-  /** The rules beyond the schema, with JSON paths under `at`. */
+  /**
+   * The rules beyond the schema, with JSON paths under `at`. JSON.stringify recurses, and it
+   * meets `properties` only after its depth was checked (MAX_JSON_DEPTH: the HTTP pipeline
+   * checks a record's body, recordBatch each event), so its stack use is bounded.
+   */
   private check(input: UsageEventInput, now: number, at: string): Issue[] {
     const issues: Issue[] = []
     const { timestamp, properties } = input

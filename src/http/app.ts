@@ -5,11 +5,11 @@ import { failure, invalid, type Failure, type Result } from '../kernel/errors.js
 import { hasScope } from '../keys/service.js'
 import type { RateLimiter } from '../ratelimit/limiter.js'
 import type { Services } from './services.js'
-import { readBody } from './body.js'
+import { readBody, refuseBody } from './body.js'
 import { errorResponse, statusLine, type ErrorLike } from './errors.js'
 import type { Metrics } from './metrics.js'
 import type { AnyRoute, Principal, RawResult, RawRoute } from './route.js'
-import { compile, type Validator } from '../kernel/validation.js'
+import { MAX_JSON_DEPTH, checksDepthInHandler, compile, depthIssue, type Validator } from '../kernel/validation.js'
 
 export interface HttpOptions {
   routes: readonly AnyRoute[]
@@ -56,8 +56,10 @@ let requestSeq = 0
 
 /**
  * The uWS front end: for each request, body and key verification run side by side, then
- * 413 → 401 → 403 → 400 (content type, JSON, schema) → 429 → the route's handler, whose
- * domain result becomes 200 or the error envelope. Every answer carries `x-request-id`.
+ * 413 → 401 → 403 → 400 (content type, JSON, nesting depth, schema) → 429 → the route's
+ * handler, whose domain result becomes 200 or the error envelope. Every answer carries
+ * `x-request-id`. A body past the limit is read to its end and dropped before its 413 (up to
+ * a cap, past which the 413 closes the connection: src/http/body.ts).
  */
 export function createHttpApp(options: HttpOptions): TemplatedApp {
   const app = uWS.App()
@@ -116,10 +118,17 @@ function register(app: TemplatedApp, method: string, path: string, handler: (res
   else app.get(path, handler)
 }
 
+/** What parseInput checks of a route's body, decided once per route. */
+interface BodyChecks {
+  validator: Validator | undefined
+  /** False when the handler checks the nesting depth itself (checksDepthInHandler). */
+  depth: boolean
+}
+
 /** A JSON route: its validators are compiled once here, not per request. */
 function serveRoute(app: TemplatedApp, options: HttpOptions, route: AnyRoute): void {
   const { services } = options
-  const bodyValidator = route.body ? compile(route.body) : undefined
+  const bodyChecks: BodyChecks = { validator: route.body ? compile(route.body) : undefined, depth: !(route.body && checksDepthInHandler(route.body)) }
   const queryValidator = route.query ? compile(route.query) : undefined
   const paramNames = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
   register(app, route.method, route.path, (res: HttpResponse, req: HttpRequest) => {
@@ -131,20 +140,20 @@ function serveRoute(app: TemplatedApp, options: HttpOptions, route: AnyRoute): v
     const params = readParams(req, paramNames)
     const queryText = req.getQuery() ?? ''
 
-    if (route.method === 'POST' && declaredLength > options.maxBodyBytes) return fail(options, ex, tooLarge(options.maxBodyBytes), undefined, true)
+    if (route.method === 'POST' && declaredLength > options.maxBodyBytes)
+      return refuseBody(res, options.maxBodyBytes, declaredLength, (close) => tooLarge(options, ex, close))
     if (params === undefined) return fail(options, ex, invalid([{ path: '$', message: 'a path parameter is not valid percent-encoding' }]))
 
     // The body and the key are awaited side by side; a cached key (the usual case) is
     // known at once, so the request goes on from the body callback without any promise.
     let who = route.access.kind === 'public' ? PUBLIC : identify(services, authorization)
-    let text: string | null | undefined = route.method === 'POST' ? undefined : ''
+    let text: string | undefined = route.method === 'POST' ? undefined : ''
     const proceed = () => {
       if (who === undefined || text === undefined || ex.done) return
       try {
-        if (text === null) return fail(options, ex, tooLarge(options.maxBodyBytes), undefined, true)
         const allowed = 'ok' in who ? who : checkAccess(route, who)
         if ('ok' in allowed) return fail(options, ex, allowed)
-        const input = parseInput(route, text, contentType, queryText, bodyValidator, queryValidator)
+        const input = parseInput(route, text, contentType, queryText, bodyChecks, queryValidator)
         if ('ok' in input) return fail(options, ex, input)
         runRoute(options, route, ex, allowed, input, params).catch(internal)
       } catch (error) {
@@ -166,10 +175,8 @@ function serveRoute(app: TemplatedApp, options: HttpOptions, route: AnyRoute): v
           text = body
           proceed()
         },
-        () => {
-          text = null
-          proceed()
-        },
+        // The 413 goes first, whoever is calling: it does not wait for the key.
+        (close) => tooLarge(options, ex, close),
       )
     else proceed()
   })
@@ -214,8 +221,9 @@ function serveRawRoute(app: TemplatedApp, options: HttpOptions, route: RawRoute)
     const params = readParams(req, paramNames)
     const contentType = req.getHeader('content-type')
     const query = req.getQuery() ?? ''
-    if (route.method === 'POST' && Number(req.getHeader('content-length') || 0) > options.maxBodyBytes)
-      return fail(options, ex, tooLarge(options.maxBodyBytes), undefined, true)
+    const declaredLength = Number(req.getHeader('content-length') || 0)
+    const refuse = (close: boolean) => tooLarge(options, ex, close)
+    if (route.method === 'POST' && declaredLength > options.maxBodyBytes) return refuseBody(res, options.maxBodyBytes, declaredLength, refuse)
     if (params === undefined) return fail(options, ex, invalid([{ path: '$', message: 'a path parameter is not valid percent-encoding' }]))
     const internal = (error: unknown) => internalFailure(options, ex, route.path, error)
     const run = (body: string) => {
@@ -224,7 +232,7 @@ function serveRawRoute(app: TemplatedApp, options: HttpOptions, route: RawRoute)
         .then((result) => sendRaw(options, ex, result))
         .catch(internal)
     }
-    if (route.method === 'POST') readBody(res, options.maxBodyBytes, run, () => fail(options, ex, tooLarge(options.maxBodyBytes), undefined, true))
+    if (route.method === 'POST') readBody(res, options.maxBodyBytes, run, refuse)
     else run('')
   })
 }
@@ -301,8 +309,9 @@ function readParams(req: HttpRequest, names: string[]): Record<string, string> |
   return params
 }
 
-function tooLarge(max: number): Failure {
-  return failure('payload_too_large', 'payload_too_large', `The body is larger than ${max} bytes.`)
+/** 413; `close` when the rest of the body is still coming (it passed the drain cap, src/http/body.ts). */
+function tooLarge(options: HttpOptions, ex: Exchange, close: boolean): void {
+  fail(options, ex, failure('payload_too_large', 'payload_too_large', `The body is larger than ${options.maxBodyBytes} bytes.`), undefined, close)
 }
 
 const PUBLIC: Principal = { kind: 'anonymous' }
@@ -345,7 +354,7 @@ function parseInput(
   text: string,
   contentType: string,
   queryText: string,
-  bodyValidator: Validator | undefined,
+  bodyChecks: BodyChecks,
   queryValidator: Validator | undefined,
 ): { body: unknown; query: unknown } | Failure {
   let body: unknown
@@ -357,7 +366,14 @@ function parseInput(
     } catch (error) {
       return invalid([{ path: '$', message: (error as Error).message }], 'The body is not valid JSON.')
     }
-    if (bodyValidator && !bodyValidator.check(body)) return invalid(bodyValidator.issues(body))
+    // Nesting past the limit takes at least two brackets a level: a shorter text (most bodies,
+    // authorize's among them) cannot have it, and is not walked.
+    if (bodyChecks.depth && text.length > 2 * MAX_JSON_DEPTH) {
+      const deep = depthIssue(body)
+      if (deep) return invalid([deep], `The body nests deeper than ${MAX_JSON_DEPTH} levels.`)
+    }
+    const validator = bodyChecks.validator
+    if (validator && !validator.check(body)) return invalid(validator.issues(body))
   }
   let query: unknown = {}
   if (queryValidator) {

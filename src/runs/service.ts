@@ -372,7 +372,11 @@ function entitlementOf(state: CustomerPricing, featureSlug: string, now: number)
   return entitlementsAt(view, state.flags, now)[0]
 }
 
-/** The usage_events row an accepted consume journals (src/runs/README.md "Reasons", accepted). */
+/**
+ * The usage_events row an accepted consume journals (src/runs/README.md "Reasons", accepted).
+ * JSON.stringify recurses into `properties`, whose depth the HTTP pipeline bounded before the
+ * route ran (MAX_JSON_DEPTH, src/kernel/validation.ts).
+ */
 function usageRowOf(
   projectId: string,
   customerId: string,

@@ -5,8 +5,10 @@
 import { randomBytes } from 'node:crypto'
 import http, { type IncomingHttpHeaders } from 'node:http'
 import { beforeAll, describe, expect, test } from 'vitest'
+import { drainCap } from '../../src/http/body.js'
 import type { Access } from '../../src/http/route.js'
 import { routes } from '../../src/http/routes/index.js'
+import { checksDepthInHandler, MAX_JSON_DEPTH } from '../../src/kernel/validation.js'
 import { SCOPES } from '../../src/keys/service.js'
 import { ROOT_KEY, type TestGateway } from './gateway.js'
 
@@ -138,7 +140,8 @@ export interface RawRequest {
   chunks?: (string | Buffer)[]
   /**
    * Sent chunked, chunk after chunk, until more than `limit` bytes are out; the request is
-   * then left open (never ended), so only the server's early answer can finish the exchange.
+   * then left open (never ended), so only the server's early answer (or its closing the
+   * connection) can finish the exchange.
    */
   streamPast?: { limit: number; chunkBytes: number }
   /** Fails the request when no complete answer came by then. */
@@ -233,6 +236,18 @@ export function rawRequest(baseUrl: string, request: RawRequest): Promise<RawRes
   })
 }
 
+/** A value of `levels` nested objects: `{a: {a: … {}}}`, `nested(1)` is `{}`. */
+export function nested(levels: number): Record<string, unknown> {
+  let value: Record<string, unknown> = {}
+  for (let i = 1; i < levels; i++) value = { a: value }
+  return value
+}
+
+/** The path of the first object past MAX_JSON_DEPTH in `nested(n)` put at `at`, itself at level `atLevel` of the body. */
+export function tooDeepPath(at: string, atLevel: number): string {
+  return at + '.a'.repeat(MAX_JSON_DEPTH + 1 - atLevel)
+}
+
 function accessOf(route: CommonRoute): Access {
   if (route.access) return route.access
   const found = routes.find((r) => r.method === route.method && r.path === route.path)
@@ -251,6 +266,9 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
   const maxBodyBytes = options.maxBodyBytes ?? COMMON_GATEWAY.maxBodyBytes
   const access = accessOf(route)
   const isPost = route.method === 'POST'
+  const routeBody = routes.find((r) => r.method === route.method && r.path === route.path)?.body
+  /** The route's handler checks depth per element (record-batch): an extra deep property is then refused by the schema. */
+  const depthInHandler = routeBody !== undefined && checksDepthInHandler(routeBody)
 
   describe(`${route.method} ${route.path} (common route tests)`, () => {
     let gw: TestGateway
@@ -522,17 +540,54 @@ export function runCommonRouteTests(getGw: () => TestGateway, route: CommonRoute
         expectError(res, 413, 'PAYLOAD_TOO_LARGE', docsUrl)
       })
 
-      test('a chunked body without Content-Length that passes the limit → 413, answered before the body ends', async () => {
+      test('an oversized body through fetch → 413 (read to its end first, so fetch sees the answer)', async () => {
+        const res = await unchangedBy(() => call(goodKey(), undefined, oversized()))
+        expectError(res, 413, 'PAYLOAD_TOO_LARGE', docsUrl)
+        expect(headerOf(res.headers, 'connection'), 'the connection stays open for the next request').not.toBe('close')
+      })
+
+      test('a chunked body without Content-Length that passes the limit → 413 once it ends', async () => {
+        const chunks = Array.from({ length: Math.ceil((2 * maxBodyBytes) / 1000) }, () => 'x'.repeat(1000))
         const res = await unchangedBy(() =>
           rawRequest(gw.url, {
             method: 'POST',
             path: route.path,
             headers: { authorization: `Bearer ${goodKey()}`, 'content-type': 'application/json' },
-            streamPast: { limit: maxBodyBytes, chunkBytes: 1000 },
+            chunks,
           }),
         )
         expectError(res, 413, 'PAYLOAD_TOO_LARGE', docsUrl)
-        expect(res.written).toBeGreaterThan(maxBodyBytes)
+        expect(res.written, 'the whole body was sent: the answer waited for it').toBe(chunks.length * 1000)
+      })
+
+      test('a chunked body that never ends → 413 closing the connection once past the drain cap (no hang)', async () => {
+        const outcome = await unchangedBy(() =>
+          rawRequest(gw.url, {
+            method: 'POST',
+            path: route.path,
+            headers: { authorization: `Bearer ${goodKey()}`, 'content-type': 'application/json' },
+            streamPast: { limit: drainCap(maxBodyBytes), chunkBytes: 1000 },
+          }).catch((error: Error) => error),
+        )
+        // The answer usually arrives; a client still writing may see the connection reset first.
+        if (outcome instanceof Error) expect(outcome.message).not.toMatch(/no complete answer/)
+        else {
+          // (No Connection: close to look for: this client asked for it, so the server does not repeat it.)
+          expectError(outcome, 413, 'PAYLOAD_TOO_LARGE', docsUrl)
+          expect(outcome.written, 'answered once the body passed the drain cap').toBeGreaterThan(drainCap(maxBodyBytes))
+        }
+      })
+
+      test(`a body nested past ${MAX_JSON_DEPTH} levels → 400 naming the first value too deep`, async () => {
+        const res = await unchangedBy(() => call(goodKey(), undefined, { ...(validBody() as object), zzDeep: nested(MAX_JSON_DEPTH) }))
+        expectIssue(res, depthInHandler ? '$.zzDeep' : tooDeepPath('$.zzDeep', 2), docsUrl)
+      })
+
+      test('a body of arrays nested as deep as the size limit allows → 400, not 500', async () => {
+        const prefix = JSON.stringify({ ...(validBody() as object), zzDeep: 0 }).slice(0, -2)
+        const levels = Math.floor((maxBodyBytes - Buffer.byteLength(prefix) - 1) / 2)
+        const res = await unchangedBy(() => call(goodKey(), undefined, prefix + '['.repeat(levels) + ']'.repeat(levels) + '}'))
+        expectIssue(res, depthInHandler ? '$.zzDeep' : '$.zzDeep' + '[0]'.repeat(MAX_JSON_DEPTH - 1), docsUrl)
       })
 
       test('the gateway still serves this route after the 413s', async () => {

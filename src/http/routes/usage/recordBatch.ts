@@ -3,6 +3,7 @@ import { success } from '../../../kernel/errors.js'
 import { BatchResultSchema } from '../../../events/schemas.js'
 import { defineRoute } from '../../route.js'
 import { strictObject } from '../../../kernel/schema.js'
+import { handlerChecksDepth } from '../../../kernel/validation.js'
 
 export const recordEventBatch = defineRoute({
   method: 'POST',
@@ -14,9 +15,13 @@ export const recordEventBatch = defineRoute({
     'One result per event, in order; a refused event names its problems with JSON paths into this body ($.events[i]...).',
   tags: ['usage'],
   access: { kind: 'project', scope: 'budgets:write' },
-  body: strictObject({
-    events: Type.Array(Type.Unknown({ description: 'A body of POST /v1/usage/record.' }), { minItems: 1, maxItems: 1000 }),
-  }),
+  // Each event's depth is checked on its own (EventService.recordBatch), as the body of a record would
+  // be: one event nested too deep is refused in its own result, not with the whole batch.
+  body: handlerChecksDepth(
+    strictObject({
+      events: Type.Array(Type.Unknown({ description: 'A body of POST /v1/usage/record.' }), { minItems: 1, maxItems: 1000 }),
+    }),
+  ),
   response: Type.Object({ results: Type.Array(BatchResultSchema) }),
   handler: async ({ body, projectId, services }) => success(await services.events.recordBatch(projectId, body.events)),
 })
