@@ -2,6 +2,7 @@ import type { BudgetService } from '../budgets/service.js'
 import { SWEEP_PATTERNS, tagOfIndexKey } from '../budgets/keys.js'
 import { scanMasters } from '../infra/redis/scan.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
+import { every } from './every.js'
 
 /**
  * The background sweep of expired holds. Budgets apply expiry lazily whenever they are
@@ -27,16 +28,5 @@ export async function sweepExpiredHolds(redis: RedisClient, budgets: BudgetServi
 
 /** Runs the sweep every `intervalMs` until stopped; one sweep at a time. */
 export function startHoldExpiry(redis: RedisClient, budgets: BudgetService, intervalMs: number, onError: (err: unknown) => void): () => void {
-  let running = false
-  const timer = setInterval(() => {
-    if (running) return
-    running = true
-    sweepExpiredHolds(redis, budgets)
-      .catch(onError)
-      .finally(() => {
-        running = false
-      })
-  }, intervalMs)
-  timer.unref()
-  return () => clearInterval(timer)
+  return every(intervalMs, () => sweepExpiredHolds(redis, budgets), onError)
 }

@@ -2,6 +2,7 @@ import { scanMasters } from '../infra/redis/scan.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
 import { DEADLINES_PATTERN, LEASE_SETTLEMENTS_PATTERN, PURGES_PATTERN, projectOfDeadlinesKey } from '../runs/keys.js'
 import type { RunService } from '../runs/service.js'
+import { every } from './every.js'
 
 /** Runs expired per script call, and entries read per project per round. */
 const BATCH = 500
@@ -60,16 +61,5 @@ export async function sweepExpiredRuns(redis: RedisClient, runs: RunService, mat
 
 /** Runs the sweep every `intervalMs` until stopped; one sweep at a time. */
 export function startRunExpiry(redis: RedisClient, runs: RunService, intervalMs: number, onError: (err: unknown) => void): () => void {
-  let running = false
-  const timer = setInterval(() => {
-    if (running) return
-    running = true
-    sweepExpiredRuns(redis, runs)
-      .catch(onError)
-      .finally(() => {
-        running = false
-      })
-  }, intervalMs)
-  timer.unref()
-  return () => clearInterval(timer)
+  return every(intervalMs, () => sweepExpiredRuns(redis, runs), onError)
 }
