@@ -98,12 +98,17 @@ const MAX_STALLS = 10
  * against its customer's entitlements (src/entitlements/README.md), from the customers' read
  * documents (one pipelined read per project).
  */
-async function ownedEvents(connection: RedisClient, batchId: string, events: UsageEvent[]): Promise<{ event: UsageEvent; features: EventRowFeature[] }[]> {
+async function ownedEvents(
+  connection: RedisClient,
+  catalog: CatalogReads,
+  batchId: string,
+  events: UsageEvent[],
+): Promise<{ event: UsageEvent; features: EventRowFeature[] }[]> {
   const byProject = new Map<string, UsageEvent[]>()
   for (const e of events) (byProject.get(e.projectId) ?? byProject.set(e.projectId, []).get(e.projectId)!).push(e)
   const owned = new Map<UsageEvent, EventRowFeature[]>()
   for (const [projectId, list] of byProject) {
-    const customers = await new CatalogReads(connection).customers(projectId, [...new Set(list.map((e) => e.customerId))])
+    const customers = await catalog.customers(projectId, [...new Set(list.map((e) => e.customerId))])
     const { counts, rows } = countsOfEvents(list, customers)
     const ids = await claimEvents(
       connection,
@@ -137,6 +142,7 @@ async function ownedEvents(connection: RedisClient, batchId: string, events: Usa
  */
 export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
   const { connection, sink, logger } = options
+  const catalog = new CatalogReads(connection)
   const merge: MergeOptions = { ...DEFAULT_MERGE, ...options.merge }
   const deadLetters = new Queue<DeadLetterData>(options.deadLetterQueue ?? DEAD_LETTER_QUEUE, { connection, prefix: QUEUE_PREFIX })
   const deadLetter = (job: Job<IngestJobData>, failedReason: string, attempts: number) =>
@@ -165,7 +171,7 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
   const processJob = async (job: Job<IngestJobData>): Promise<{ rows: number; deadLettered?: true }> => {
     const { batchId, events } = job.data
     try {
-      const rows = (await ownedEvents(connection, batchId, events)).flatMap(({ event, features }) => toRows(event, features))
+      const rows = (await ownedEvents(connection, catalog, batchId, events)).flatMap(({ event, features }) => toRows(event, features))
       const part: InsertPart = { batchId, rows, firstAttempt: job.attemptsStarted === 1 && job.data.replay !== true }
       if (rows.length > 0) await (part.firstAttempt ? merged.submit(part) : insert([part]))
       return { rows: events.length }
