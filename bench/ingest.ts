@@ -12,6 +12,10 @@
 //   batch            POST /v1/usage/record-batch, BATCH_SIZE events per request
 //   drain            the worker stopped while a batch load builds a backlog, then started:
 //                    how fast the backlog reaches ClickHouse
+//   single-always    single and batch again, against a second redis-server at appendfsync always
+//   batch-always     (the gateway's default: a reply only after the fsync of its write), with a
+//                    gateway and worker of their own: what durability before acknowledgement
+//                    costs ingest, printed beside the everysec legs
 // Redis is flushed after the ceilings. The gateway runs with METERING_INGEST_WORKER=0 and the
 // ingest worker runs as its own process (`src/bin/worker.ts`, CLICKHOUSE_URL = the child), so it
 // can be stopped for the drain leg and its CPU is read apart from the gateway's. During single
@@ -27,7 +31,7 @@ import { Redis } from 'ioredis'
 import { runLoad, type Step } from './lib/load.js'
 import type { BenchOptions } from './lib/options.js'
 import { clockTicks, freePort, procCpuUs, spawnTs, stopAll, systemBusyUs, waitForHttp200, type Child } from './lib/proc.js'
-import { startBenchRedis, type BenchRedis } from './lib/redis.js'
+import { startBenchRedis, type BenchRedis, type Fsync } from './lib/redis.js'
 import { f, int, machineInfo } from './lib/report.js'
 import { chText, IngestMonitor } from './lib/ingestMonitor.js'
 import { printIngestReport, writeIngestReport, type IngestLeg, type IngestReport, type IngestTarget } from './lib/ingestReport.js'
@@ -65,7 +69,7 @@ function ingestOptions(o: BenchOptions, env = process.env): IngestOptions {
   }
 }
 
-export const INGEST_LEGS = ['bullmq-add', 'ch-insert', 'ch-insert-once', 'single', 'batch', 'drain'] as const
+export const INGEST_LEGS = ['bullmq-add', 'ch-insert', 'ch-insert-once', 'single', 'batch', 'drain', 'single-always', 'batch-always'] as const
 
 export async function runIngest(base: BenchOptions): Promise<void> {
   const opts = ingestOptions(base)
@@ -81,6 +85,7 @@ export async function runIngest(base: BenchOptions): Promise<void> {
 
   const legs: IngestLeg[] = []
   let redis: BenchRedis | undefined
+  let redisAlways: BenchRedis | undefined
   let ch: { url: string; pid: number; stop(): Promise<void> } | undefined
   try {
     redis = await startBenchRedis(path.join(tmp, 'redis'))
@@ -107,9 +112,16 @@ export async function runIngest(base: BenchOptions): Promise<void> {
     if (want('single') || want('batch') || want('drain')) {
       legs.push(...(await gatewayLegs(opts, redis, ch, tmp, want)))
     }
+    // --- the same at appendfsync always (its own redis-server, gateway and worker) ---
+    if (want('single-always') || want('batch-always')) {
+      redisAlways = await startBenchRedis(path.join(tmp, 'redis-always'), 'always')
+      const always = (id: (typeof INGEST_LEGS)[number]): boolean => (id === 'single' || id === 'batch') && want(`${id}-always`)
+      legs.push(...(await gatewayLegs(opts, redisAlways, ch, tmp, always, 'always')))
+    }
   } finally {
     await stopAll()
     await redis?.stop().catch(() => {})
+    await redisAlways?.stop().catch(() => {})
     await ch?.stop().catch(() => {})
     rmSync(tmp, { recursive: true, force: true })
   }
@@ -365,6 +377,7 @@ async function gatewayLegs(
   ch: { url: string; pid: number },
   tmp: string,
   want: (id: (typeof INGEST_LEGS)[number]) => boolean,
+  fsync: Fsync = 'everysec',
 ): Promise<IngestLeg[]> {
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
@@ -374,7 +387,7 @@ async function gatewayLegs(
     REDIS_URL: redis.url,
     CLICKHOUSE_URL: ch.url,
     METERING_ROOT_KEY: rootKey,
-    METERING_DATA_DIR: path.join(tmp, 'gateway'),
+    METERING_DATA_DIR: path.join(tmp, `gateway-${fsync}`),
     LOG_LEVEL: 'warn',
     LOG_PRETTY: '0',
     // The worker runs as its own process (below), so it can be stopped for the drain leg.
@@ -383,7 +396,7 @@ async function gatewayLegs(
   await waitForHttp200(gateway, `${url}/healthz`)
   let worker = startWorker(redis.url, ch.url, tmp, opts.workerConcurrency)
   const results: IngestLeg[] = []
-  const ctx: GwContext = { opts, url, rootKey, gateway, worker, redis, ch }
+  const ctx: GwContext = { opts, url, rootKey, gateway, worker, redis, ch, fsync }
   try {
     // A contract mismatch fails here, readably, rather than as a leg full of 4xx.
     const probe = await newProject(url, rootKey, 'bench-probe')
@@ -395,8 +408,8 @@ async function gatewayLegs(
     await m.stop()
     if (got === undefined) throw new Error(`the probe event did not reach ClickHouse within 60 s (worker: ${worker.tail().slice(-500)})`)
 
-    if (want('single')) results.push(await legGuard('single', 'POST /v1/usage/record', () => loadLeg(ctx, 'single')))
-    if (want('batch')) results.push(await legGuard('batch', `POST record-batch (${opts.batchSize}/req)`, () => loadLeg(ctx, 'batch')))
+    if (want('single')) results.push(await legGuard(legId('single', fsync), legLabel(ctx, 'single'), () => loadLeg(ctx, 'single')))
+    if (want('batch')) results.push(await legGuard(legId('batch', fsync), legLabel(ctx, 'batch'), () => loadLeg(ctx, 'batch')))
     if (want('drain')) {
       results.push(
         await legGuard('drain', 'drain of a backlog', async () => {
@@ -423,6 +436,17 @@ interface GwContext {
   worker: Child
   redis: BenchRedis
   ch: { url: string; pid: number }
+  /** appendfsync of `redis`: the legs at `always` are named `<mode>-always`. */
+  fsync: Fsync
+}
+
+function legId(mode: 'single' | 'batch', fsync: Fsync): string {
+  return fsync === 'always' ? `${mode}-always` : mode
+}
+
+function legLabel(ctx: GwContext, mode: 'single' | 'batch'): string {
+  const label = mode === 'single' ? 'POST /v1/usage/record' : `POST record-batch (${ctx.opts.batchSize}/req)`
+  return ctx.fsync === 'always' ? `${label}, fsync always` : label
 }
 
 async function legGuard(id: string, label: string, fn: () => Promise<IngestLeg>): Promise<IngestLeg> {
@@ -500,8 +524,8 @@ async function ingestJobsAdded(redis: BenchRedis): Promise<number> {
 
 async function loadLeg(ctx: GwContext, mode: 'single' | 'batch'): Promise<IngestLeg> {
   const { opts } = ctx
-  const id = mode
-  const label = mode === 'single' ? 'POST /v1/usage/record' : `POST record-batch (${opts.batchSize}/req)`
+  const id = legId(mode, ctx.fsync)
+  const label = legLabel(ctx, mode)
   const connections = mode === 'single' ? opts.connections : opts.batchConnections
   const perReq = mode === 'single' ? 1 : opts.batchSize
 

@@ -21,6 +21,9 @@ ch_server >/dev/null 2>&1 || apt_pkgs+=(clickhouse-server)
 # sandbox payment page in a headless Chromium through playwright-core (npm),
 # which downloads no browser of its own: they use Debian's /usr/bin/chromium.
 command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium)
+# test/faults/powerloss.test.ts builds an LD_PRELOAD shim (test/faults/fsync-shim.c) with gcc
+# (libc6-dev: the C headers, only a Recommends of gcc, which --no-install-recommends skips).
+command -v gcc >/dev/null 2>&1 || apt_pkgs+=(gcc libc6-dev)
 
 if ((${#apt_pkgs[@]} > 0)); then
   sudo=()

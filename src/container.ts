@@ -13,6 +13,7 @@ import { EventService } from './events/service.js'
 import type { Services } from './http/services.js'
 import type { ClickHouseStore } from './infra/clickhouse/store.js'
 import { connectRedis, type RedisClient } from './infra/redis/connection.js'
+import { requireReplicas } from './infra/redis/replicas.js'
 import { InvoiceService } from './invoices/service.js'
 import { walletForInvoices } from './invoices/wallet.js'
 import type { Clock } from './kernel/clock.js'
@@ -32,6 +33,7 @@ import { startInvoiceWorker, type InvoiceWorker } from './workers/invoices.js'
 import { startJournalWorker, type JournalWorker } from './workers/journal.js'
 import { startNotificationWorker, type NotificationWorker } from './workers/notifications.js'
 import { startRunExpiry } from './workers/runExpiry.js'
+import { isUnavailable } from './infra/availability.js'
 
 export interface ContainerOptions {
   config: Config
@@ -69,6 +71,7 @@ export function buildServices(options: ContainerOptions): Container {
   const { config, redis, clock, logger, clickhouse } = options
   const notificationOptions = { ...loadNotificationOptions(), ...options.notifications }
   const eventOptions = { ...loadEventOptions(), ...options.events }
+  requireReplicas(redis, config.redisWaitReplicas, config.redisWaitTimeoutMs) // METERING_REDIS_WAIT_REPLICAS (0: off)
   const notifications = new Notifications(redis.duplicate(), logger, notificationOptions.queueName)
   const budgets = new BudgetService(redis, clock, {
     onCrossed: (projectId, budgetKey, crossed) => notifications.limitCrossed({ projectId, budgetKey, crossed, at: clock() }),
@@ -150,7 +153,7 @@ export function startBackground(
 ): Background {
   const { services, logger } = container
   const { redis, clock } = options
-  const onSweepError = (what: string) => (err: unknown) => logger.error({ err }, `${what} expiry sweep failed`)
+  const onSweepError = (what: string) => (err: unknown) => logger[isUnavailable(err) ? 'warn' : 'error']({ err }, `${what} expiry sweep failed`)
   const stopSweeps =
     options.sweepIntervalMs > 0
       ? [

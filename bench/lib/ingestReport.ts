@@ -123,6 +123,7 @@ export function printIngestReport(r: IngestReport): void {
       if ((l.cpuPct?.bench ?? 0) > 90) console.log(`  ~ ${l.label}: the bench process at ${f(l.cpuPct?.bench, 0)}% of a core: probably client-bound`)
     }
   }
+  printFsyncPairs(r.legs)
   console.log('\ntargets (informational, issue 3):')
   for (const t of r.targets) {
     const label = t.pass === null ? 'N/A ' : t.pass ? 'PASS' : 'MISS'
@@ -130,6 +131,35 @@ export function printIngestReport(r: IngestReport): void {
       `  [${label}] ${t.name.padEnd(52)} ${t.value === null ? '—' : t.value >= 1000 ? int(t.value) : t.value.toFixed(2)} (${t.limit})${t.note ? `  ${t.note}` : ''}`,
     )
   }
+}
+
+/**
+ * The single and batch legs beside their `-always` twins (a redis-server at appendfsync always,
+ * the gateway's default): what fsync before every reply costs ingest. Printed when both ran.
+ */
+function printFsyncPairs(legs: IngestLeg[]): void {
+  const rows: string[][] = [
+    ['', 'everysec events/s', 'always events/s', 'always/everysec', 'HTTP p50/p99 ms everysec', 'always', 'redis CPU % everysec/always', 'other%'],
+  ]
+  for (const mode of ['single', 'batch']) {
+    const e = legs.find((l) => l.id === mode && l.ok)
+    const a = legs.find((l) => l.id === `${mode}-always` && l.ok)
+    if (!e || !a) continue
+    const p = (l: IngestLeg): string => (l.httpLatencyMs ? `${f(l.httpLatencyMs.p50, 1)}/${f(l.httpLatencyMs.p99, 1)}` : '')
+    rows.push([
+      mode === 'single' ? 'POST /v1/usage/record' : 'POST record-batch',
+      int(e.eventsPerSec),
+      int(a.eventsPerSec),
+      `${f((a.eventsPerSec ?? NaN) / (e.eventsPerSec ?? NaN), 2)}×`,
+      p(e),
+      p(a),
+      `${f(e.cpuPct?.redis, 0)}/${f(a.cpuPct?.redis, 0)}`,
+      `${f(e.otherCpuPct, 0)}/${f(a.otherCpuPct, 0)}`,
+    ])
+  }
+  if (rows.length === 1) return
+  console.log('\nfsync before the reply (appendfsync always, the default) vs everysec, same load:')
+  console.log(table(rows))
 }
 
 export function writeIngestReport(dir: string, r: IngestReport): { json: string; svg: string } {

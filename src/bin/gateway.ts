@@ -2,16 +2,16 @@ import { pathToFileURL } from 'node:url'
 import type { Logger } from 'pino'
 import { buildServices, startBackground, type Container } from '../container.js'
 import type { EventOptions } from '../events/options.js'
-import { createHttpApp, listen } from '../http/app.js'
+import { createHttpApp, listen, Traffic, type Readiness } from '../http/app.js'
 import { Metrics } from '../http/metrics.js'
 import { buildOpenApi } from '../http/openapi.js'
 import { rawRoutes, routes } from '../http/routes/index.js'
 import type { Services } from '../http/services.js'
 import { openHistory } from '../infra/clickhouse/open.js'
 import type { ClickHouseStore } from '../infra/clickhouse/store.js'
-import { connectRedis } from '../infra/redis/connection.js'
+import { closeRedis, connectRedis } from '../infra/redis/connection.js'
 import { startEmbeddedRedis } from '../infra/redis/local.js'
-import { loadLibrary, scriptsInUse, type RedisClient } from '../infra/redis/scripts.js'
+import { libraryLoaded, loadLibrary, scriptsInUse, type RedisClient } from '../infra/redis/scripts.js'
 import { systemClock, type Clock } from '../kernel/clock.js'
 import { loadConfig, type Config } from '../kernel/config.js'
 import { createLogger } from '../kernel/logger.js'
@@ -74,7 +74,7 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
   const clock = overrides.clock ?? systemClock
   const logger = overrides.logger ?? createLogger(config)
   const { redis, redisUrl, clickhouse, stopStores } = await openStores(config, overrides, logger)
-  let ready = false
+  let state: GatewayState = 'starting'
   // Setup links name the gateway's public URL; without METERING_PUBLIC_URL, the address it listens on.
   let listeningUrl = ''
   const container = buildServices({
@@ -89,6 +89,7 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
   })
   const { services } = container
   await services.keys.listen()
+  const traffic = new Traffic()
   const app = createHttpApp({
     routes,
     rawRoutes,
@@ -99,7 +100,8 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
     docsUrl: config.docsUrl,
     maxBodyBytes: config.maxBodyBytes,
     rateLimiter: container.rateLimiter,
-    isReady: () => ready,
+    readiness: readinessCheck(() => state, redis, clickhouse),
+    traffic,
   })
   const server = await listen(app, config.host, config.port)
   listeningUrl = `http://${hostForUrl(config.host)}:${server.port}`
@@ -116,15 +118,46 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
     deliver: container.notificationOptions.worker,
   })
   if (!config.rootKey) logger.warn('METERING_ROOT_KEY is not set: create projects with `npm run cli -- project create`')
-  ready = true
-  logger.info({ port: server.port }, 'metering gateway listening')
+  state = 'serving'
+  logger.info({ port: server.port, url: listeningUrl }, `metering gateway listening on ${listeningUrl}`)
   return gatewayHandle({ port: server.port, redis, container, clickhouse, logger }, background, async () => {
-    ready = false
+    // Unready at once (/readyz: 503), no new connections; what was received is answered (each
+    // answer closing its connection), then the rest closes in dependency order.
+    state = 'stopping'
+    traffic.draining = true
     server.close()
+    await traffic.idle()
+    server.closeAll()
     await background.close()
     await container.close()
     await stopStores()
   })
+}
+
+type GatewayState = 'starting' | 'serving' | 'stopping'
+
+/**
+ * /readyz: the gateway serves, Redis answers and has this build's script library, and the
+ * ClickHouse store (when there is one) answers. Checks asked for while one runs share it.
+ */
+function readinessCheck(state: () => GatewayState, redis: RedisClient, clickhouse: ClickHouseStore | undefined): () => Promise<Readiness> {
+  let running: Promise<Readiness> | undefined
+  const check = async (): Promise<Readiness> => {
+    const [redisCheck, clickhouseCheck] = await Promise.all([
+      libraryLoaded(redis).then(
+        (loaded) => (loaded ? 'ok' : 'script library not loaded'),
+        (err: Error) => err.message,
+      ),
+      clickhouse?.query('SELECT 1 AS ok').then(
+        () => 'ok',
+        (err: Error) => err.message,
+      ),
+    ])
+    const checks: Record<string, string> = { gateway: state() === 'serving' ? 'ok' : state(), redis: redisCheck }
+    if (clickhouseCheck !== undefined) checks.clickhouse = clickhouseCheck
+    return { ready: Object.values(checks).every((c) => c === 'ok'), checks }
+  }
+  return () => (running ??= check().finally(() => (running = undefined)))
 }
 
 function gatewayHandle(
@@ -160,7 +193,7 @@ async function openStores(config: Config, overrides: GatewayOverrides, logger: L
   clickhouseP.catch(() => {}) // awaited below; a failure of Redis first must not leave it unhandled
   let embedded: Awaited<ReturnType<typeof startEmbeddedRedis>> | undefined
   try {
-    embedded = config.redisUrl ? undefined : await startEmbeddedRedis(config.dataDir, config.redisFsync)
+    embedded = config.redisUrl ? undefined : await startEmbeddedRedis(config.dataDir, config.redisFsync, { logger })
   } catch (err) {
     await clickhouseP.then(
       (store) => store?.close(),
@@ -168,22 +201,26 @@ async function openStores(config: Config, overrides: GatewayOverrides, logger: L
     )
     throw err
   }
-  if (embedded) logger.info({ url: embedded.url, dir: embedded.dir, appendfsync: config.redisFsync }, 'started embedded redis-server (AOF)')
+  if (embedded)
+    logger.info({ url: embedded.url, dir: embedded.dir, pid: embedded.pid, appendfsync: config.redisFsync }, 'started embedded redis-server (AOF), supervised')
   const redisUrl = config.redisUrl ?? embedded!.url
-  const redis = connectRedis(redisUrl)
+  const redis = connectRedis(redisUrl, 'metering', {
+    commandTimeoutMs: config.redisTimeoutMs,
+    onError: (err) => logger.warn({ err }, 'redis connection lost; reconnecting (requests answer 503 meanwhile)'),
+  })
   let clickhouse: ClickHouseStore | undefined
   try {
     await loadLibrary(redis)
     clickhouse = await clickhouseP
   } catch (err) {
-    await redis.quit().catch(() => {})
+    await closeRedis(redis)
     await embedded?.stop()
     throw err
   }
   if (clickhouse) logger.info({ kind: clickhouse.kind, database: clickhouse.database }, 'clickhouse store migrated')
   const stopStores = async () => {
     await clickhouse?.close()
-    await redis.quit()
+    await closeRedis(redis)
     await embedded?.stop()
   }
   return { redis, redisUrl, clickhouse, stopStores }
@@ -198,7 +235,12 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
       const stop = (signal: string) => {
         if (stopping) return
         stopping = true
-        logger.info({ signal }, 'stopping')
+        logger.info({ signal, deadlineMs: config.shutdownDeadlineMs }, 'stopping')
+        // However stuck a store is, the process ends by the deadline.
+        setTimeout(() => {
+          logger.error({ deadlineMs: config.shutdownDeadlineMs }, 'stop did not finish by the deadline; exiting')
+          process.exit(1)
+        }, config.shutdownDeadlineMs).unref()
         gateway.close().then(
           () => process.exit(0),
           (err: unknown) => {

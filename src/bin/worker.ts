@@ -1,6 +1,6 @@
 import { buildServices, startBackground } from '../container.js'
 import { openHistory } from '../infra/clickhouse/open.js'
-import { connectRedis } from '../infra/redis/connection.js'
+import { closeRedis, connectRedis } from '../infra/redis/connection.js'
 import { loadLibrary } from '../infra/redis/scripts.js'
 import { systemClock } from '../kernel/clock.js'
 import { loadConfig } from '../kernel/config.js'
@@ -29,7 +29,10 @@ if (!config.clickhouseUrl) {
   process.exit(1)
 }
 const store = await openHistory(config)
-const redis = connectRedis(config.redisUrl, 'metering-worker')
+const redis = connectRedis(config.redisUrl, 'metering-worker', {
+  commandTimeoutMs: config.redisTimeoutMs,
+  onError: (err) => logger.warn({ err }, 'redis connection lost; reconnecting'),
+})
 await loadLibrary(redis)
 const container = buildServices({ config, redis, clock: systemClock, logger, clickhouse: store })
 // Unlike the gateway's in-process workers, a worker process always runs every part.
@@ -49,12 +52,21 @@ logger.info(
   'metering worker running (hold expiry, ingest into ClickHouse, journal outbox into ClickHouse, limit checks, webhook delivery)',
 )
 
-const stop = async () => {
+let stopping = false
+/** Finishes the jobs in hand and closes in order; by METERING_SHUTDOWN_MS it exits anyway (code 1). */
+const stop = async (signal: string) => {
+  if (stopping) return
+  stopping = true
+  logger.info({ signal, deadlineMs: config.shutdownDeadlineMs }, 'stopping')
+  setTimeout(() => {
+    logger.error({ deadlineMs: config.shutdownDeadlineMs }, 'stop did not finish by the deadline; exiting')
+    process.exit(1)
+  }, config.shutdownDeadlineMs).unref()
   await background.close()
   await container.close()
   await store.close()
-  await redis.quit()
+  await closeRedis(redis)
   process.exit(0)
 }
-process.on('SIGINT', stop)
-process.on('SIGTERM', stop)
+process.on('SIGINT', () => void stop('SIGINT'))
+process.on('SIGTERM', () => void stop('SIGTERM'))

@@ -4,6 +4,7 @@ import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp } from 'uWe
 import { failure, invalid, type Failure, type Result } from '../kernel/errors.js'
 import { hasScope } from '../keys/service.js'
 import type { RateLimiter } from '../ratelimit/limiter.js'
+import { isUnavailable } from '../infra/availability.js'
 import type { Services } from './services.js'
 import { readBody, refuseBody } from './body.js'
 import { errorResponse, statusLine, type ErrorLike } from './errors.js'
@@ -22,14 +23,48 @@ export interface HttpOptions {
   docsUrl: string
   maxBodyBytes: number
   rateLimiter?: RateLimiter
-  /** /healthz answers 200 only once this is true. */
-  isReady: () => boolean
+  /** Whether the gateway can serve: /readyz and /healthz answer 200 only when it can (src/bin/gateway.ts). */
+  readiness: () => Promise<Readiness>
+  /** The requests being answered, and whether the gateway is draining them to stop. */
+  traffic: Traffic
+}
+
+/** What /readyz reports: ready, and the state of each thing it checked (`ok` or what is wrong). */
+export interface Readiness {
+  ready: boolean
+  checks: Record<string, string>
+}
+
+/**
+ * Requests begun and not yet answered (or abandoned by their client). While `draining`, every
+ * answer closes its connection, so keep-alive clients reconnect (to another gateway) instead of
+ * sending more here; `idle()` settles once nothing is left to answer.
+ */
+export class Traffic {
+  open = 0
+  draining = false
+  private waiting: (() => void)[] = []
+
+  enter(): void {
+    this.open++
+  }
+
+  leave(): void {
+    if (--this.open === 0) for (const resolve of this.waiting.splice(0)) resolve()
+  }
+
+  idle(): Promise<void> {
+    return this.open === 0 ? Promise.resolve() : new Promise((resolve) => this.waiting.push(resolve))
+  }
 }
 
 export interface HttpServer {
   app: TemplatedApp
   port: number
+  /** Stops accepting connections; open ones go on. */
   close(): void
+  /** Closes every connection, open keep-alive ones included (after the traffic is idle). */
+  closeAll(): void
 }
 
 interface Exchange {
@@ -77,13 +112,19 @@ export function createHttpApp(options: HttpOptions): TemplatedApp {
 /** Writes a JSON answer once (a second answer, or one after the client went away, is dropped) and records its latency. */
 function send(options: HttpOptions, ex: Exchange, status: number, line: string, body: string, headers?: Record<string, string>, close = false): void {
   if (ex.done) return
-  ex.done = true
+  finish(options, ex)
   ex.res.cork(() => {
     ex.res.writeStatus(line).writeHeader('content-type', 'application/json').writeHeader('x-request-id', ex.requestId)
     if (headers) for (const name in headers) ex.res.writeHeader(name, headers[name]!)
-    ex.res.end(body, close)
+    ex.res.end(body, close || options.traffic.draining)
   })
   options.metrics.record(ex.route, status, (performance.now() - ex.started) / 1000)
+}
+
+/** Marks an exchange answered (or abandoned): nothing more is written, and it no longer counts as open. */
+function finish(options: HttpOptions, ex: Exchange): void {
+  ex.done = true
+  options.traffic.leave()
 }
 
 function fail(options: HttpOptions, ex: Exchange, f: ErrorLike, headers?: Record<string, string>, close = false): void {
@@ -92,7 +133,7 @@ function fail(options: HttpOptions, ex: Exchange, f: ErrorLike, headers?: Record
 }
 
 /** The exchange of one request: the caller's request id when it is a sane one, else a fresh one. */
-function begin(res: HttpResponse, req: HttpRequest, route: string): Exchange {
+function begin(options: HttpOptions, res: HttpResponse, req: HttpRequest, route: string): Exchange {
   const given = req.getHeader('x-request-id')
   const ex: Exchange = {
     res,
@@ -101,17 +142,34 @@ function begin(res: HttpResponse, req: HttpRequest, route: string): Exchange {
     started: performance.now(),
     route,
   }
+  options.traffic.enter()
   res.onAborted(() => {
-    ex.done = true
+    if (!ex.done) finish(options, ex)
   })
   return ex
 }
 
-/** An unexpected error: logged with the request id, and answered with only that id so nothing internal leaks. */
+/**
+ * A thrown error: a store that did not answer is a 503 (logged as a warning); anything else is a
+ * bug, logged with the request id and answered with only that id so nothing internal leaks.
+ */
 function internalFailure(options: HttpOptions, ex: Exchange, route: string, error: unknown): void {
-  options.logger.error({ err: error, requestId: ex.requestId, route }, 'request failed')
-  fail(options, ex, failure('internal', 'internal_error', 'Internal error; quote the requestId when reporting it.'))
+  if (isUnavailable(error)) {
+    options.logger.warn({ err: error, requestId: ex.requestId, route }, 'store unavailable')
+    fail(options, ex, UNAVAILABLE, RETRY_AFTER)
+  } else {
+    options.logger.error({ err: error, requestId: ex.requestId, route }, 'request failed')
+    fail(options, ex, failure('internal', 'internal_error', 'Internal error; quote the requestId when reporting it.'))
+  }
 }
+
+/** A store did not answer (in time): 503, and the request may be sent again as it is. */
+const UNAVAILABLE = failure(
+  'unavailable',
+  'store_unavailable',
+  'A store the service needs is not answering; retry the same request (same idempotency key) after Retry-After seconds.',
+)
+const RETRY_AFTER = { 'retry-after': '1' }
 
 function register(app: TemplatedApp, method: string, path: string, handler: (res: HttpResponse, req: HttpRequest) => void): void {
   if (method === 'POST') app.post(path, handler)
@@ -132,7 +190,7 @@ function serveRoute(app: TemplatedApp, options: HttpOptions, route: AnyRoute): v
   const queryValidator = route.query ? compile(route.query) : undefined
   const paramNames = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
   register(app, route.method, route.path, (res: HttpResponse, req: HttpRequest) => {
-    const ex = begin(res, req, route.path)
+    const ex = begin(options, res, req, route.path)
     // uWS's request object is only valid until this callback returns: read all of it now.
     const authorization = req.getHeader('authorization')
     const contentType = req.getHeader('content-type')
@@ -217,7 +275,7 @@ function serveRawRoute(app: TemplatedApp, options: HttpOptions, route: RawRoute)
   const { services } = options
   const paramNames = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
   register(app, route.method, route.path, (res: HttpResponse, req: HttpRequest) => {
-    const ex = begin(res, req, route.path)
+    const ex = begin(options, res, req, route.path)
     const params = readParams(req, paramNames)
     const contentType = req.getHeader('content-type')
     const query = req.getQuery() ?? ''
@@ -240,11 +298,11 @@ function serveRawRoute(app: TemplatedApp, options: HttpOptions, route: RawRoute)
 /** Writes a raw route's answer once, as `send` does for JSON. */
 function sendRaw(options: HttpOptions, ex: Exchange, result: RawResult): void {
   if (ex.done) return
-  ex.done = true
+  finish(options, ex)
   ex.res.cork(() => {
     ex.res.writeStatus(RAW_STATUS_LINES[result.status] ?? String(result.status)).writeHeader('x-request-id', ex.requestId)
     for (const name in result.headers) ex.res.writeHeader(name, result.headers[name]!)
-    ex.res.end(result.body)
+    ex.res.end(result.body, options.traffic.draining)
   })
   options.metrics.record(ex.route, result.status, (performance.now() - ex.started) / 1000)
 }
@@ -252,21 +310,35 @@ function sendRaw(options: HttpOptions, ex: Exchange, result: RawResult): void {
 /** Built-ins: health, metrics, the OpenAPI document (serialized once, it does not change). */
 function serveBuiltins(app: TemplatedApp, options: HttpOptions): void {
   const { metrics } = options
-  app.get('/healthz', (res, req) => {
-    const ex = begin(res, req, '/healthz')
-    if (options.isReady()) send(options, ex, 200, '200 OK', '{"status":"ok"}')
-    else send(options, ex, 503, '503 Service Unavailable', '{"status":"starting"}')
-  })
+  app.get('/livez', (res, req) => send(options, begin(options, res, req, '/livez'), 200, '200 OK', '{"status":"ok"}'))
+  // /healthz is readiness too: what load balancers and older probes already call.
+  for (const path of ['/readyz', '/healthz']) {
+    app.get(path, (res, req) => {
+      const ex = begin(options, res, req, path)
+      options.readiness().then(
+        ({ ready, checks }) => {
+          const body = JSON.stringify({ status: ready ? 'ok' : 'unavailable', checks })
+          if (ready) send(options, ex, 200, '200 OK', body)
+          else send(options, ex, 503, '503 Service Unavailable', body, RETRY_AFTER)
+        },
+        (error: unknown) => internalFailure(options, ex, path, error),
+      )
+    })
+  }
   app.get('/metrics', (res, req) => {
-    const ex = begin(res, req, '/metrics')
+    const ex = begin(options, res, req, '/metrics')
     if (ex.done) return
-    ex.done = true
+    finish(options, ex)
     res.cork(() =>
-      res.writeStatus('200 OK').writeHeader('content-type', 'text/plain; version=0.0.4').writeHeader('x-request-id', ex.requestId).end(metrics.render()),
+      res
+        .writeStatus('200 OK')
+        .writeHeader('content-type', 'text/plain; version=0.0.4')
+        .writeHeader('x-request-id', ex.requestId)
+        .end(metrics.render(), options.traffic.draining),
     )
   })
   const openapiText = JSON.stringify(options.openapi)
-  app.get('/v1/openapi.json', (res, req) => send(options, begin(res, req, '/v1/openapi.json'), 200, '200 OK', openapiText))
+  app.get('/v1/openapi.json', (res, req) => send(options, begin(options, res, req, '/v1/openapi.json'), 200, '200 OK', openapiText))
 }
 
 /** A known path with another method is 405 (with Allow); anything else is 404. */
@@ -274,10 +346,10 @@ function serveUnmatched(app: TemplatedApp, options: HttpOptions): void {
   const allowed = new Map<string, string[]>()
   for (const route of [...options.routes, ...(options.rawRoutes ?? [])])
     (allowed.get(route.path) ?? allowed.set(route.path, []).get(route.path)!).push(route.method)
-  allowed.set('/healthz', ['GET']).set('/metrics', ['GET']).set('/v1/openapi.json', ['GET'])
+  allowed.set('/livez', ['GET']).set('/readyz', ['GET']).set('/healthz', ['GET']).set('/metrics', ['GET']).set('/v1/openapi.json', ['GET'])
   for (const [path, methods] of allowed) {
     app.any(path, (res, req) => {
-      const ex = begin(res, req, path)
+      const ex = begin(options, res, req, path)
       fail(
         options,
         ex,
@@ -291,7 +363,7 @@ function serveUnmatched(app: TemplatedApp, options: HttpOptions): void {
     })
   }
   app.any('/*', (res, req) => {
-    const ex = begin(res, req, 'unmatched')
+    const ex = begin(options, res, req, 'unmatched')
     fail(options, ex, failure('not_found', 'route_not_found', `No route ${req.getMethod().toUpperCase()} ${req.getUrl()}.`))
   })
 }
@@ -388,7 +460,13 @@ export function listen(app: TemplatedApp, host: string, port: number): Promise<H
   return new Promise((resolve, reject) => {
     app.listen(host, port, (token) => {
       if (!token) return reject(new Error(`cannot listen on ${host}:${port}`))
-      resolve({ app, port: uWS.us_socket_local_port(token), close: () => uWS.us_listen_socket_close(token) })
+      resolve({
+        app,
+        port: uWS.us_socket_local_port(token),
+        close: () => uWS.us_listen_socket_close(token),
+        // In the runtime since uWS v20.4, missing from its typings.
+        closeAll: () => (app as TemplatedApp & { close(): void }).close(),
+      })
     })
   })
 }

@@ -14,10 +14,11 @@ const STATUS: Record<FailureKind | 'method_not_allowed', [status: number, line: 
   payload_too_large: [413, '413 Payload Too Large', 'PAYLOAD_TOO_LARGE'],
   too_many_requests: [429, '429 Too Many Requests', 'TOO_MANY_REQUESTS'],
   internal: [500, '500 Internal Server Error', 'INTERNAL_SERVER_ERROR'],
+  unavailable: [503, '503 Service Unavailable', 'SERVICE_UNAVAILABLE'],
 }
 
 /** Statuses any route of the JSON API may answer: every OpenAPI operation lists them. */
-export const COMMON_ERROR_STATUSES = [400, 401, 403, 404, 413, 429, 500] as const
+export const COMMON_ERROR_STATUSES = [400, 401, 403, 404, 413, 429, 500, 503] as const
 
 /**
  * Statuses only some routes answer (the kinds budget_exceeded, conflict, precondition_failed):

@@ -35,6 +35,7 @@ const ERROR_TEXT: Record<number, string> = {
   413: 'Body larger than the configured limit.',
   429: 'Per-key request rate limit; see Retry-After.',
   500: 'Internal error.',
+  503: 'A store the service needs (Redis, ClickHouse) cannot be reached right now (error.code SERVICE_UNAVAILABLE); retry the same request, with the same idempotency key, after Retry-After seconds.',
 }
 
 /**

@@ -13,9 +13,37 @@ export interface Config {
    * Ignored with REDIS_URL (that server's own appendfsync decides). src/budgets/README.md, "Durability".
    */
   redisFsync: RedisFsync
+  /**
+   * METERING_REDIS_WAIT_REPLICAS: with REDIS_URL, no script call is acknowledged until this many
+   * replicas have its write (a WAIT after it; group-committed); 0 (the default) = off.
+   * src/infra/redis/replicas.ts; src/budgets/README.md, "Durability".
+   */
+  redisWaitReplicas: number
+  /**
+   * METERING_REDIS_WAIT_TIMEOUT_MS: how long a WAIT may wait for the replicas before the calls it
+   * covers fail (503). Keep it below METERING_REDIS_TIMEOUT_MS: calls sent behind a blocked WAIT
+   * wait with it.
+   */
+  redisWaitTimeoutMs: number
+  /**
+   * METERING_REDIS_TIMEOUT_MS: how long a Redis command may take before the request that made it
+   * is answered 503 (Redis stalled or gone); the command is not retried (the client's retry with
+   * the same idempotency key is safe). 0: no timeout. BullMQ's blocking connections have none.
+   */
+  redisTimeoutMs: number
+  /**
+   * METERING_SHUTDOWN_MS: on SIGTERM, the most the gateway takes to stop (answer what it received,
+   * drain, stop workers, close Redis) before it exits anyway, with code 1.
+   */
+  shutdownDeadlineMs: number
   dataDir: string
   /** CLICKHOUSE_URL: a ClickHouse server over HTTP; unset → chDB under dataDir (one process per data dir). */
   clickhouseUrl: string | undefined
+  /**
+   * METERING_CLICKHOUSE_TIMEOUT_MS: a call to the ClickHouse server not answered by then fails
+   * (a 503 on the HTTP path; a worker retries its batch).
+   */
+  clickhouseTimeoutMs: number
   /** CLICKHOUSE_DATABASE: the database the service's tables live in (created if missing). */
   clickhouseDatabase: string
   /** METERING_INGEST_WORKER: run the ingest worker in the gateway's process ('0' turns it off). */
@@ -70,6 +98,13 @@ export function redisFsyncOf(env: NodeJS.ProcessEnv): RedisFsync {
   return raw as RedisFsync
 }
 
+/** METERING_REDIS_WAIT_REPLICAS: 0 (off) when unset; more needs REDIS_URL (the embedded redis-server has no replicas). */
+export function redisWaitReplicasOf(env: NodeJS.ProcessEnv): number {
+  const replicas = int('METERING_REDIS_WAIT_REPLICAS', 0, env)
+  if (replicas > 0 && !env.REDIS_URL) throw new Error('METERING_REDIS_WAIT_REPLICAS needs REDIS_URL: the embedded redis-server has no replicas')
+  return replicas
+}
+
 function int(name: string, fallback: number, env: NodeJS.ProcessEnv): number {
   const raw = env[name]
   if (raw === undefined || raw === '') return fallback
@@ -85,9 +120,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: env.HOST ?? '0.0.0.0',
     redisUrl: env.REDIS_URL || undefined,
     redisFsync: redisFsyncOf(env),
+    redisWaitReplicas: redisWaitReplicasOf(env),
+    redisWaitTimeoutMs: Math.max(1, int('METERING_REDIS_WAIT_TIMEOUT_MS', 250, env)),
+    redisTimeoutMs: int('METERING_REDIS_TIMEOUT_MS', 500, env),
+    shutdownDeadlineMs: int('METERING_SHUTDOWN_MS', 15_000, env),
     dataDir: resolve(env.METERING_DATA_DIR ?? './data'),
     clickhouseUrl: env.CLICKHOUSE_URL || undefined,
     clickhouseDatabase: env.CLICKHOUSE_DATABASE || 'default',
+    clickhouseTimeoutMs: Math.max(100, int('METERING_CLICKHOUSE_TIMEOUT_MS', 10_000, env)),
     ingestWorker: env.METERING_INGEST_WORKER !== '0',
     ingestConcurrency: Math.max(1, int('METERING_INGEST_CONCURRENCY', 4, env)),
     ingestLockMs: Math.max(1000, int('METERING_INGEST_LOCK_MS', 30_000, env)),

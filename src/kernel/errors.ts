@@ -13,6 +13,8 @@ export type FailureKind =
   | 'payload_too_large'
   | 'too_many_requests'
   | 'internal'
+  /** A store (Redis, ClickHouse) cannot be reached right now: retry later, as is. */
+  | 'unavailable'
 
 export interface Failure {
   ok: false

@@ -2,6 +2,7 @@ import type { Logger } from 'pino'
 import type { Clock } from '../kernel/clock.js'
 import type { InvoiceService } from '../invoices/service.js'
 import type { CloseReport } from '../invoices/types.js'
+import { isUnavailable } from '../infra/availability.js'
 
 export interface InvoiceWorkerOptions {
   invoices: InvoiceService
@@ -61,7 +62,7 @@ export function startInvoiceWorker(options: InvoiceWorkerOptions): InvoiceWorker
     run().then(
       () => schedule(),
       (err: unknown) => {
-        logger.error({ err }, 'invoice run failed; retrying')
+        logger[isUnavailable(err) ? 'warn' : 'error']({ err }, 'invoice run failed; retrying')
         schedule()
       },
     )

@@ -2,6 +2,7 @@ import type { Logger } from 'pino'
 import type { ClickHouseStore } from '../infra/clickhouse/store.js'
 import { drainJournal, type DrainOptions, type DrainResult } from '../journal/drain.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
+import { isUnavailable } from '../infra/availability.js'
 
 export interface JournalWorkerOptions extends Omit<DrainOptions, 'redis' | 'store' | 'logger'> {
   redis: RedisClient
@@ -51,7 +52,7 @@ export function startJournalWorker(options: JournalWorkerOptions): JournalWorker
     round().then(
       (r) => schedule(r.more ? 0 : intervalMs),
       (err: unknown) => {
-        logger.error({ err }, 'journal drain failed; retrying')
+        logger[isUnavailable(err) ? 'warn' : 'error']({ err }, 'journal drain failed; retrying')
         schedule(intervalMs)
       },
     )

@@ -7,6 +7,7 @@ import { QUEUE_PREFIX } from '../infra/redis/keys.js'
 import type { Notification } from '../notifications/queue.js'
 import type { WebhookService } from '../notifications/webhooks.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
+import { isUnavailable } from '../infra/availability.js'
 
 export interface NotificationWorkerOptions {
   /** A connection made for BullMQ workers: `connectRedis(url, name, { blocking: true })`. */
@@ -43,8 +44,9 @@ export function startNotificationWorker(input: NotificationWorkerOptions): Notif
 
   const notifications = new Worker<Notification>(options.queueName, fanOut, { connection, prefix: QUEUE_PREFIX, concurrency: 4 })
   const deliveries = new Worker<DeliveryJobData>(options.deliveryQueueName, deliver, { connection, prefix: QUEUE_PREFIX, concurrency: options.concurrency })
-  notifications.on('error', (err) => logger.error({ err }, 'notification worker error'))
-  deliveries.on('error', (err) => logger.error({ err }, 'webhook delivery worker error'))
+  // A Redis outage is a warning (the workers reconnect on their own); anything else an error.
+  notifications.on('error', (err) => logger[isUnavailable(err) ? 'warn' : 'error']({ err }, 'notification worker error'))
+  deliveries.on('error', (err) => logger[isUnavailable(err) ? 'warn' : 'error']({ err }, 'webhook delivery worker error'))
   notifications.on('failed', (job, err) => logger.warn({ err, jobId: job?.id }, 'notification fan-out attempt failed'))
   deliveries.on('failed', (job, err) =>
     logger.warn(

@@ -183,6 +183,8 @@ describe('routing', () => {
     ['DELETE', '/v1/keys/revoke', 'POST'],
     ['PATCH', '/v1/projects/create', 'POST'],
     ['POST', '/healthz', 'GET'],
+    ['POST', '/readyz', 'GET'],
+    ['PUT', '/livez', 'GET'],
     ['POST', '/metrics', 'GET'],
     ['DELETE', '/v1/openapi.json', 'GET'],
   ])('wrong method %s %s → 405 envelope with Allow: %s', async (method, path, allow) => {
@@ -205,11 +207,17 @@ describe('routing', () => {
 })
 
 describe('built-in endpoints', () => {
-  test('GET /healthz → 200 with a request id', async () => {
-    const res = await gw.get('/healthz')
+  test.each(['/healthz', '/readyz'])('GET %s → 200 with what it checked and a request id', async (path) => {
+    const res = await gw.get(path)
+    expect(res.status).toBe(200)
+    expect(res.body).toEqual({ status: 'ok', checks: { gateway: 'ok', redis: 'ok' } })
+    expect(headerOf(res.headers, 'x-request-id')).toBeTruthy()
+  })
+
+  test('GET /livez → 200', async () => {
+    const res = await gw.get('/livez')
     expect(res.status).toBe(200)
     expect(res.body).toEqual({ status: 'ok' })
-    expect(headerOf(res.headers, 'x-request-id')).toBeTruthy()
   })
 
   test('GET /metrics counts requests per route and status and keeps a latency histogram per route', async () => {

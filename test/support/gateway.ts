@@ -40,6 +40,9 @@ export async function startTestGateway(options: TestGatewayOptions = {}, startMs
     host: '127.0.0.1',
     redisUrl: inject('redisUrl'),
     rootKey: ROOT_KEY,
+    // The shared test Redis serves every suite at once on 2 cores: a slow moment there is not
+    // what these tests are about (test/faults/unavailable.test.ts tests the timeout).
+    redisTimeoutMs: 5_000,
     sweepIntervalMs: 0,
     // Off unless a test asks: the test Redis is shared, and a gateway's journal worker would
     // drain other suites' outbox lists into its own throwaway database.

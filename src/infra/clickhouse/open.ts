@@ -12,13 +12,15 @@ export interface OpenClickHouseOptions {
   dataDir: string
   /** Created if missing and used for unqualified names; default "default". */
   database?: string
+  /** A server's calls fail after this many milliseconds unanswered (default: the client's, 30 s). */
+  timeoutMs?: number
 }
 
 export async function openClickHouse(options: OpenClickHouseOptions): Promise<ClickHouseStore> {
   const database = options.database ?? 'default'
   if (options.url) {
     const { openServerStore } = await import('./server.js')
-    return openServerStore({ url: options.url, database })
+    return openServerStore({ url: options.url, database, ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}) })
   }
   const { openEmbeddedStore } = await import('./embedded.js')
   return openEmbeddedStore({ path: path.join(options.dataDir, 'clickhouse'), database })
@@ -29,10 +31,12 @@ export async function openHistory(options: {
   clickhouseUrl?: string | undefined
   dataDir: string
   clickhouseDatabase?: string | undefined
+  clickhouseTimeoutMs?: number
 }): Promise<ClickHouseStore> {
   const store = await openClickHouse({
     url: options.clickhouseUrl,
     dataDir: options.dataDir,
+    ...(options.clickhouseTimeoutMs ? { timeoutMs: options.clickhouseTimeoutMs } : {}),
     ...(options.clickhouseDatabase === undefined ? {} : { database: options.clickhouseDatabase }),
   })
   try {

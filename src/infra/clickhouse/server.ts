@@ -6,7 +6,8 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHous
 import { encodeTsv, sqlIdent, sqlTable } from './sql.js'
 import { majorVersion, type ClickHouseStore, type InsertOptions } from './store.js'
 
-export async function openServerStore(options: { url: string; database: string }): Promise<ClickHouseStore> {
+/** `timeoutMs`: a call not answered by then fails ("Timeout error."): a 503 on the HTTP path (src/infra/availability.ts). */
+export async function openServerStore(options: { url: string; database: string; timeoutMs?: number }): Promise<ClickHouseStore> {
   const database = sqlIdent(options.database)
   const settings: ClickHouseSettings = { output_format_json_quote_64bit_integers: 1 }
   // The database may not exist yet: create it through a client on "default".
@@ -21,7 +22,13 @@ export async function openServerStore(options: { url: string; database: string }
   }
   // Failed calls reject with the server's message; the client's own error log
   // would only repeat it.
-  const client = createClient({ url: options.url, database, clickhouse_settings: settings, log: { level: ClickHouseLogLevel.OFF } })
+  const client = createClient({
+    url: options.url,
+    database,
+    clickhouse_settings: settings,
+    log: { level: ClickHouseLogLevel.OFF },
+    ...(options.timeoutMs ? { request_timeout: options.timeoutMs } : {}),
+  })
   return new ServerStore(client, database, majorVersion(version) >= 22)
 }
 

@@ -3,6 +3,7 @@ import { readFileSync, readdirSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import type { Redis } from 'ioredis'
 import type { RedisClient } from './connection.js'
+import { replicaGate } from './replicas.js'
 import { masters } from './scan.js'
 
 export type { RedisClient }
@@ -56,6 +57,13 @@ const library = buildLibrary()
 export async function loadLibrary(redis: RedisClient): Promise<void> {
   const nodes = masters(redis)
   await Promise.all(nodes.map((node) => node.call('FUNCTION', 'LOAD', 'REPLACE', library.text)))
+}
+
+/** Whether every master answers and has this build's library (readiness: /readyz). */
+export async function libraryLoaded(redis: RedisClient): Promise<boolean> {
+  const name = `metering_${library.version}`
+  const found = await Promise.all(masters(redis).map((node) => node.call('FUNCTION', 'LIST', 'LIBRARYNAME', name) as Promise<unknown[]>))
+  return found.every((libraries) => libraries.length > 0)
 }
 
 /**
@@ -135,12 +143,16 @@ export class Script {
     if (this.numberOfKeys !== undefined && keys.length !== this.numberOfKeys)
       throw new Error(`${this.name} takes ${this.numberOfKeys} keys, got ${keys.length}`)
     const started = performance.now()
+    // Set by METERING_REDIS_WAIT_REPLICAS: the reply waits for a WAIT that covers it (replicas.ts).
+    const gate = replicaGate(redis)
     const full = joinBatch(redis)
     try {
+      const seq = gate?.sending()
       // ioredis writes a command to a ready connection at once, so a full batch leaves with it.
       const reply = redis.call('FCALL', this.functionName, keys.length, ...keys, ...args)
       if (full) endBatch(full, batches.get(full))
-      return (await reply) as unknown[]
+      const value = (await reply) as unknown[]
+      return seq === undefined ? value : await gate!.replicated(seq, value)
     } catch (error) {
       if (!(error instanceof Error) || !error.message.includes('Function not found')) throw error
       let load = loading.get(redis)
@@ -149,7 +161,9 @@ export class Script {
         loading.set(redis, load)
       }
       await load
-      return (await redis.call('FCALL', this.functionName, keys.length, ...keys, ...args)) as unknown[]
+      const seq = gate?.sending()
+      const value = (await redis.call('FCALL', this.functionName, keys.length, ...keys, ...args)) as unknown[]
+      return seq === undefined ? value : await gate!.replicated(seq, value)
     } finally {
       this.calls++
       this.totalMs += performance.now() - started
