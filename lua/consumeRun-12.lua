@@ -16,7 +16,10 @@
 --       by the overage strategy, and counted (mode 'count') when the consume is accepted, so run
 --       usage counts against grants like recorded usage, exactly once (the consume's record)
 -- Returns { reason, cost (minor units), run... } with reason, in order of precedence (accepted, for a
--- run of a tree leasing from a budget, then adds what the tree consumed so far, its root's tc):
+-- run of a tree leasing from a budget, then adds what the tree consumed so far, its root's tc;
+-- and when its count took the customer's usage of the feature to its limit for the first time
+-- in the period, last, the table { usedUnits, limitUnits, deniedUntilMs }: the limit.reached
+-- decision, src/notifications/README.md):
 -- 'run_not_found' (alone) | 'duplicate' | 'expired' | 'not_running' | 'stale' (the catalog
 -- changed: price again) | 'entitlement_denied' | 'stale_usage' (then the quantity so far, alone
 -- with it: price again) | 'insufficient_budget' | 'accepted'. src/runs/errors.ts translates the
@@ -82,13 +85,16 @@ if ARGV[8] == 'set' then
 end
 redis.call('HSET', KEYS[11], unpack(fields))
 redis.call('RPUSH', KEYS[4], 'usage_events\t' .. ARGV[15])
+local reached
 if counting then
   ARGV[26] = 'count'
-  entitlementUsage(KEYS[12], KEYS[10], ARGV, 16)
+  local counted = entitlementUsage(KEYS[12], KEYS[10], ARGV, 16)
+  if counted[6] == 1 then reached = { counted[3], counted[4], counted[5] } end
 end
 runSave(ctx)
 local reply = runReply(r, { 'accepted', cost })
 if r.ls ~= '' then
   reply[#reply + 1] = redis.call('HINCRBY', KEYS[1], string.match(r.ls, '^[^|]*|([^|]*)|') .. ':tc', cost)
 end
+if reached then reply[#reply + 1] = reached end
 return reply

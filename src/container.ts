@@ -19,7 +19,6 @@ import { walletForInvoices } from './invoices/wallet.js'
 import type { Clock } from './kernel/clock.js'
 import type { Config } from './kernel/config.js'
 import { KeyService } from './keys/service.js'
-import { LimitChecker } from './notifications/limits.js'
 import { loadNotificationOptions, type NotificationOptions } from './notifications/options.js'
 import { Notifications } from './notifications/queue.js'
 import { WebhookService } from './notifications/webhooks.js'
@@ -54,12 +53,10 @@ export interface Container {
   config: Config
   logger: Logger
   services: Services
-  /** The notification queue every domain's notices go to (limit.crossed, limit.reached). */
+  /** The notification queue every domain's notices go to (src/notifications/README.md). */
   notifications: Notifications
   notificationOptions: NotificationOptions
   eventOptions: EventOptions
-  /** Checks entitlement limits after an ingest insert (limit.reached). */
-  limits: LimitChecker
   /** The per-key request rate limit; undefined unless METERING_RATE_LIMIT is set. */
   rateLimiter: RateLimiter | undefined
   /** Closes the connections the services opened (not `redis`, which the caller owns). */
@@ -75,6 +72,7 @@ export function buildServices(options: ContainerOptions): Container {
   const notifications = new Notifications(redis.duplicate(), logger, notificationOptions.queueName)
   const budgets = new BudgetService(redis, clock, {
     onCrossed: (projectId, budgetKey, crossed) => notifications.limitCrossed({ projectId, budgetKey, crossed, at: clock() }),
+    onExceeded: (denial) => notifications.budgetExceeded(denial),
   })
   const catalog = new CatalogService(redis, clock, budgets)
   const entitlements = new EntitlementService(redis, clock)
@@ -88,7 +86,11 @@ export function buildServices(options: ContainerOptions): Container {
     catalog,
     entitlements,
     events,
-    invoices: new InvoiceService(redis, clock, clickhouse, walletForInvoices(redis, clock)),
+    invoices: new InvoiceService(redis, clock, clickhouse, walletForInvoices(redis, clock), {}, (invoice, lines, invoiceOfCycle) =>
+      notifications
+        .invoiceFinalized(invoice, lines, invoiceOfCycle, clock())
+        .catch((err: unknown) => logger.error({ err, invoiceId: invoice.id }, 'could not queue invoice notifications')),
+    ),
     keys,
     payments: new PaymentService(redis, clock, {
       baseUrl: publicUrl,
@@ -96,11 +98,14 @@ export function buildServices(options: ContainerOptions): Container {
       stripeSecretKey: config.stripeSecretKey,
       squareAccessToken: config.squareAccessToken,
     }),
-    runs: new RunService(redis, clock, budgets),
+    runs: new RunService(redis, clock, budgets, (projectId, runId, decision) =>
+      notifications
+        .limitReached(projectId, [decision], { kind: 'run', runId })
+        .catch((err: unknown) => logger.error({ err, projectId, runId }, 'could not queue limit.reached')),
+    ),
     wallet: new WalletService(redis, clock),
     webhooks: new WebhookService(redis, clock),
   }
-  const limits = new LimitChecker({ redis, analytics, queue: (event) => notifications.limitReached(event), clock, logger })
   return {
     config,
     logger,
@@ -108,7 +113,6 @@ export function buildServices(options: ContainerOptions): Container {
     notifications,
     notificationOptions,
     eventOptions,
-    limits,
     rateLimiter: config.rateLimit ? new RateLimiter(redis, clock, config.rateLimit) : undefined,
     async close() {
       await events.close()
@@ -219,7 +223,7 @@ function startIngest(container: Container, clickhouse: ClickHouseStore, redisUrl
     lockMs: container.config.ingestLockMs,
     ingestQueue,
     deadLetterQueue: ingestQueue === INGEST_QUEUE ? DEAD_LETTER_QUEUE : `${ingestQueue}-dlq`,
-    afterInsert: (rows) => container.limits.afterInsert(rows),
+    onLimitReached: (projectId, decisions) => container.notifications.limitReached(projectId, decisions, { kind: 'ingest' }),
   })
   return { worker, connection }
 }

@@ -16,7 +16,7 @@
 --     i+8  eventTsMs (orders `latest` values)
 --     i+9  grants in effect, highest priority first: "<grantId>=<hi>:<lo>,..." (allowances), or ''
 --     i+10 mode: count (check, and count when allowed) | check (check only, writes nothing)
--- Returns { allowed (1|0), reason, usedUnits, limitUnits, deniedUntilMs }:
+-- Returns { allowed (1|0), reason, usedUnits, limitUnits, deniedUntilMs, reached (1|0) }:
 --   reason: counted | unchanged (allowed; a max/latest value that does not change the
 --   aggregate) | checked (mode check, allowed) | denied (the strategy refuses the amount; in
 --   count mode it is added to the period's `refused`) | period_closed (the period is older than
@@ -24,13 +24,21 @@
 --   usedUnits / limitUnits: usage counted against the grants in effect after the call, and the
 --   sum of their allowances, as integer strings of units of 10^-8
 --   deniedUntilMs: the period's end when the feature is denied after the call, else 0
+--   reached: 1 when this call (mode count) is the one that took usage to the limit
+--     (usedUnits >= limitUnits, any strategy) for the first time in the period: the decision
+--     limit.reached is sent from (src/notifications/README.md). The period's counters keep a
+--     marker, so it is 1 once per customer, feature and period, whatever the retries.
 -- batch (optional): a table the caller keeps for one script call when it counts many amounts
 --   (the ingest claim): counters are read once per customer and feature, kept in it, and
---   written by one final call entitlementUsage(nil, nil, nil, nil, batch); such calls return only
---   allowed (1|0) and reason, as two values. Without it every call reads and writes its counters
---   itself and returns the table below.
--- The stored field is "<periodStart>;<periodEnd>;<usage>;<overage>;<refused>;<latestTs>;<grants>"
--- with pairs as "hi:lo" and grants as "<grantId>=hi:lo,..." (consumed per grant this period).
+--   written by one final call entitlementUsage(nil, nil, nil, nil, batch); such calls return
+--   allowed (1|0), reason and, for the call that reached the limit, { usedUnits, limitUnits,
+--   deniedUntilMs } as a third value (else nil). Without it every call reads and writes its
+--   counters itself and returns the table above.
+-- The stored field is
+-- "<periodStart>;<periodEnd>;<usage>;<overage>;<refused>;<latestTs>;<grants>;<reached>" with pairs
+-- as "hi:lo", grants as "<grantId>=hi:lo,..." (consumed per grant this period) and reached 1 once
+-- the period's usage reached the limit ('' or absent before; fields written before the marker
+-- existed end with the grants).
 --@include money
 local entitlementUsage
 do
@@ -48,6 +56,7 @@ do
     st.ps, st.pe = periodStart, periodEnd
     st.uh, st.ul, st.oh, st.ol, st.rh, st.rl, st.lt = 0, 0, 0, 0, 0, 0, -1
     st.consumed, st.order = {}, {}
+    st.reached = false
   end
 
   -- The stored counters of a feature (nil: none yet).
@@ -55,8 +64,9 @@ do
     local st = { key = usageKey, stateKey = stateKey, feature = feature }
     local raw = redis.call('HGET', usageKey, feature)
     if not raw then return st end
-    local ps, pe, u, o, r, lt, gs = string.match(raw, '^([^;]*);([^;]*);([^;]*);([^;]*);([^;]*);([^;]*);(.*)$')
+    local ps, pe, u, o, r, lt, gs, reached = string.match(raw, '^([^;]*);([^;]*);([^;]*);([^;]*);([^;]*);([^;]*);([^;]*);?(.*)$')
     fresh(st, tonumber(ps), tonumber(pe))
+    st.reached = reached == '1'
     st.uh, st.ul = pair(u)
     st.oh, st.ol = pair(o)
     st.rh, st.rl = pair(r)
@@ -105,8 +115,9 @@ do
   local function store(st)
     local parts = {}
     for _, id in ipairs(st.order) do parts[#parts + 1] = id .. '=' .. text(st.consumed[id][1], st.consumed[id][2]) end
-    redis.call('HSET', st.key, st.feature, string.format('%.0f;%.0f;%s;%s;%s;%.0f;%s',
-      st.ps, st.pe, text(st.uh, st.ul), text(st.oh, st.ol), text(st.rh, st.rl), st.lt, table.concat(parts, ',')))
+    redis.call('HSET', st.key, st.feature, string.format('%.0f;%.0f;%s;%s;%s;%.0f;%s;%s',
+      st.ps, st.pe, text(st.uh, st.ul), text(st.oh, st.ol), text(st.rh, st.rl), st.lt, table.concat(parts, ','),
+      st.reached and '1' or ''))
     if st.deniedUntil > 0 then
       redis.call('HSET', st.stateKey, st.feature, string.format('%.0f', st.deniedUntil))
     else
@@ -154,7 +165,10 @@ do
       st = load(usageKey, stateKey, feature)
       if batch then batch[cacheKey] = st end
     end
-    if st.ps ~= nil and st.ps > periodStart then return { 0, 'period_closed', '0', units(limitH, limitL), 0 } end
+    if st.ps ~= nil and st.ps > periodStart then
+      if batch then return 0, 'period_closed' end
+      return { 0, 'period_closed', '0', units(limitH, limitL), 0, 0 }
+    end
     local restart = st.ps == nil or st.ps < periodStart
     if restart and mode ~= 'count' then
       st = { key = usageKey, stateKey = stateKey, feature = feature }
@@ -191,7 +205,7 @@ do
     local denies = strategy ~= 'always'
     if mode ~= 'count' then
       local until_ = (denies and cmp(usedH, usedL, limitH, limitL) >= 0) and periodEnd or 0
-      return { allowed and 1 or 0, allowed and 'checked' or 'denied', units(usedH, usedL), units(limitH, limitL), until_ }
+      return { allowed and 1 or 0, allowed and 'checked' or 'denied', units(usedH, usedL), units(limitH, limitL), until_, 0 }
     end
 
     local reason
@@ -238,10 +252,17 @@ do
     end
 
     usedH, usedL = usedOf(st, grants, additive)
-    st.deniedUntil = (denies and cmp(usedH, usedL, limitH, limitL) >= 0) and periodEnd or 0
+    local atOrPast = cmp(usedH, usedL, limitH, limitL) >= 0
+    st.deniedUntil = (denies and atOrPast) and periodEnd or 0
     st.dirty = true
-    if batch then return allowed and 1 or 0, reason end
+    -- The one call of the period that finds usage at the limit: it is the decision that reached it.
+    local reached = atOrPast and not st.reached
+    if reached then st.reached = true end
+    if batch then
+      if reached then return allowed and 1 or 0, reason, { units(usedH, usedL), units(limitH, limitL), st.deniedUntil } end
+      return allowed and 1 or 0, reason
+    end
     store(st)
-    return { allowed and 1 or 0, reason, units(usedH, usedL), units(limitH, limitL), st.deniedUntil }
+    return { allowed and 1 or 0, reason, units(usedH, usedL), units(limitH, limitL), st.deniedUntil, reached and 1 or 0 }
   end
 end

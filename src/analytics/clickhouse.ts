@@ -9,10 +9,14 @@ import { isoDay } from './forecast.js'
 
 const HOUR_MS = 3_600_000
 
-/** Usage of one feature: the sum of its events' values (decimal text) and how many there were. */
+/**
+ * Usage of one feature: the sum of its accepted events' values (decimal text), and apart the sum
+ * of the values an entitlement refused (never billed; src/events/README.md).
+ */
 export interface FeatureUsage {
   feature_slug: string
   usage: string
+  refused: string
 }
 
 export interface CustomerRange {
@@ -38,7 +42,7 @@ export async function hourlyUsageByFeature(store: ClickHouseStore, q: CustomerRa
   if (q.toMs <= q.fromMs) return []
   const db = sqlIdent(store.database)
   return store.query<FeatureUsage>(
-    `SELECT feature_slug, toString(sum(value_sum)) AS usage
+    `SELECT feature_slug, toString(sum(value_sum)) AS usage, toString(sum(refused_sum)) AS refused
      FROM ${db}.usage_hourly
      WHERE project_id = ${sqlLiteral(q.projectId)} AND customer_id = ${sqlLiteral(q.customerId)}
        AND hour >= toDateTime(${seconds(q.fromMs)}, 'UTC') AND hour < toDateTime(${seconds(q.toMs)}, 'UTC')
@@ -55,7 +59,7 @@ export async function rawUsageByFeature(store: ClickHouseStore, q: CustomerRange
   if (q.toMs <= q.fromMs) return []
   const db = sqlIdent(store.database)
   return store.query<FeatureUsage>(
-    `SELECT feature_slug, toString(sum(value)) AS usage
+    `SELECT feature_slug, toString(sumIf(value, status != 'refused')) AS usage, toString(sumIf(value, status = 'refused')) AS refused
      FROM ${db}.usage_events FINAL
      WHERE project_id = ${sqlLiteral(q.projectId)} AND customer_id = ${sqlLiteral(q.customerId)}
        AND ts_ms >= ${Math.floor(q.fromMs)} AND ts_ms < ${Math.floor(q.toMs)}
@@ -71,8 +75,9 @@ export interface DayUsage {
 }
 
 /**
- * Daily usage of one feature of a customer from the daily aggregates, for the UTC days starting
- * in `[fromMs, toMs)`; days without events have no row.
+ * Daily accepted usage of one feature of a customer from the daily aggregates (value_sum: what
+ * entitlements refused is apart, in refused_sum), for the UTC days starting in `[fromMs, toMs)`;
+ * days without events have no row (a day of refused usage only: a row of 0).
  */
 export async function dailyUsageOfFeature(store: ClickHouseStore, q: CustomerRange & { featureSlug: string }): Promise<DayUsage[]> {
   if (q.toMs <= q.fromMs) return []

@@ -48,7 +48,11 @@ export const UsageRowSchema = Type.Object(
   {
     project_id: Type.String(),
     feature_slug: Type.String(),
-    usage: Type.Number({ description: 'Usage of the feature in the range, in its unit.' }),
+    usage: Type.Number({ description: 'Accepted usage of the feature in the range, in its unit: what is billed and priced in `spending`.' }),
+    refused: Type.Number({
+      description:
+        "Usage of the feature in the range that the customer's entitlement refused at its limit (overage strategy `none` or `last-call`): recorded, never billed; 0 when none. An addition to the spec.",
+    }),
     spending: SpendingSchema,
     customer_id: Type.String(),
   },

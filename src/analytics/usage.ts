@@ -36,7 +36,10 @@ export interface Spending {
 export interface UsageRow {
   project_id: string
   feature_slug: string
+  /** Accepted usage: what is billed and priced. */
   usage: number
+  /** Usage an entitlement refused in the range (stored, never billed); 0 when none. */
+  refused: number
   spending: Spending
   customer_id: string
 }
@@ -52,6 +55,8 @@ export interface PricedUsage {
 export interface AggregatedUsage {
   feature_slug: string
   usage: number | string
+  /** Refused usage (src/events/README.md); none when absent. */
+  refused?: number | string
 }
 
 /** `exact` is the usage as an exact decimal string (money is rated from it, never from the number). */
@@ -132,25 +137,29 @@ function spendingOf(priced: PricedUsage | null | undefined): Spending {
 }
 
 /**
- * Aggregated rows → Usage rows (2.7), one per feature (rows of the same feature are summed),
- * sorted by feature slug. `price` gives the spending of a feature's usage; without it, or when
+ * Aggregated rows → Usage rows (2.7), one per feature (rows of the same feature are summed, the
+ * refused usage apart and never priced), sorted by feature slug. `price` gives the spending of a feature's usage; without it, or when
  * it answers null, spending is zero in USD.
  */
 export function shapeUsageRows(input: { projectId: string; customerId: string; rows: AggregatedUsage[]; price?: PriceUsage }): UsageRow[] {
   // Summed exactly as decimal strings: the number the spec's row carries is made from the total.
-  const totals = new Map<string, string>()
+  const totals = new Map<string, { exact: string; refused: string }>()
   for (const row of input.rows) {
     toUsageNumber(row.usage, row.feature_slug)
-    totals.set(row.feature_slug, addDecimals(totals.get(row.feature_slug) ?? '0', String(row.usage)))
+    const refused = row.refused ?? '0'
+    toUsageNumber(refused, row.feature_slug)
+    const total = totals.get(row.feature_slug) ?? { exact: '0', refused: '0' }
+    totals.set(row.feature_slug, { exact: addDecimals(total.exact, String(row.usage)), refused: addDecimals(total.refused, String(refused)) })
   }
   return [...totals]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([feature_slug, exact]) => {
+    .map(([feature_slug, { exact, refused }]) => {
       const usage = Number(exact)
       return {
         project_id: input.projectId,
         feature_slug,
         usage,
+        refused: Number(refused),
         spending: spendingOf(input.price?.({ feature_slug, usage, exact })),
         customer_id: input.customerId,
       }

@@ -2,18 +2,32 @@ import type { Clock } from '../kernel/clock.js'
 import { invalid, success, type Issue, type Result } from '../kernel/errors.js'
 import { formatUnits, fromPair, parseAmount } from '../kernel/money.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
-import { balanceOf } from './denial.js'
+import { balanceOf, explainDenial } from './denial.js'
 import { budgetFailure } from './errors.js'
 import { budgetTag } from './keys.js'
 import * as store from './redis.js'
 import type { Snapshot } from './redis.js'
-import type { BudgetState, BudgetView, Consumption, Crossed, Hold, HoldOutcome, Lease, LimitConfig, Window, Enforce } from './types.js'
+import type { Blocked, BudgetState, BudgetView, Consumption, Crossed, Hold, HoldOutcome, Lease, LimitConfig, LimitState, Window, Enforce } from './types.js'
 
 export interface BudgetServiceOptions {
   /** How long closed holds and idempotency records are kept (at least 24 h by DESIGN.md). */
   retentionMs?: number
   /** Told about every limit whose consumed passed its amount, whatever the operation. */
   onCrossed?: (projectId: string, budgetKey: string, crossed: Crossed[]) => void
+  /** Told about every operation a hard limit denied (402 budget_exceeded), with the denial's `blocked` and that limit. */
+  onExceeded?: (denial: BudgetDenial) => void
+}
+
+/** An authorize, charge or lease a hard limit denied (what onExceeded is told). */
+export interface BudgetDenial {
+  projectId: string
+  budgetKey: string
+  operation: 'authorize' | 'charge' | 'lease'
+  /** What the operation asked for, decimal text. */
+  amount: string
+  blocked: Blocked
+  limit: LimitState
+  at: number
 }
 
 export interface UpsertInput {
@@ -107,6 +121,7 @@ export class BudgetService {
     const now = this.clock()
     const snap = await store.authorizeHold(this.redis, budgetTag(projectId, req.key), now, this.retentionMs, amount, req.ttlMs, req.idempotencyKey)
     this.notify(projectId, req.key, snap)
+    this.notifyExceeded(projectId, req.key, 'authorize', snap, now, amount)
     if (snap.status !== 'ok' && snap.status !== 'replayed') return budgetFailure(snap.status, { op: 'authorize', key: req.key, snap, now, amount })
     return success({
       allowed: true,
@@ -149,6 +164,7 @@ export class BudgetService {
     const now = this.clock()
     const snap = await store.openLease(this.redis, budgetTag(projectId, key), now, this.retentionMs, req)
     this.notify(projectId, key, snap)
+    this.notifyExceeded(projectId, key, 'lease', snap, now, req.amount)
     if (snap.status !== 'ok' && snap.status !== 'replayed') {
       return budgetFailure(snap.status, { op: 'lease', key, snap, now, amount: req.amount, currency: req.currency })
     }
@@ -220,6 +236,7 @@ export class BudgetService {
     const now = this.clock()
     const snap = await store.chargeBudget(this.redis, budgetTag(projectId, req.key), now, this.retentionMs, amount, mode, req.idempotencyKey)
     this.notify(projectId, req.key, snap)
+    if (mode === 'charge') this.notifyExceeded(projectId, req.key, 'charge', snap, now, amount)
     if (snap.status !== 'ok' && snap.status !== 'replayed') return budgetFailure(snap.status, { op: mode, key: req.key, snap, now, amount })
     return success({ amount: formatUnits(amount), replayed: snap.status === 'replayed', balance: balanceOf(snap, now), crossed: crossedOf(snap) })
   }
@@ -244,6 +261,14 @@ export class BudgetService {
   private notify(projectId: string, key: string, snap: Snapshot): void {
     if (!this.options.onCrossed || !snap.limits.some((l) => l.crossed)) return
     this.options.onCrossed(projectId, key, crossedOf(snap))
+  }
+
+  /** A 402: onExceeded is told of the denial, explained as the answer's `blocked` explains it. */
+  private notifyExceeded(projectId: string, key: string, operation: BudgetDenial['operation'], snap: Snapshot, now: number, amount: bigint): void {
+    if (!this.options.onExceeded || snap.status !== 'budget_exceeded') return
+    const blocked = explainDenial(snap.limits, snap.held, amount)
+    const limit = blocked && snap.limits.find((l) => l.id === blocked.limitId)
+    if (blocked && limit) this.options.onExceeded({ projectId, budgetKey: key, operation, amount: formatUnits(amount), blocked, limit, at: now })
   }
 }
 

@@ -43,14 +43,31 @@ export function toPrice(text: string, currency: Currency): Price | undefined {
   }
 }
 
-/** "$1,234.5" → "$1,234.50"; whole amounts without decimals ("$49"). */
+/** "$1,234.5" → "$1,234.50"; whole amounts without decimals ("$49"). For people: descriptions, flatPrice. */
 function formatMoney(value: Exact, currency: Currency): string {
-  const { symbol, exponent } = CURRENCIES[currency]
+  const { whole, fraction } = decimalParts(value, CURRENCIES[currency].exponent)
+  const grouped = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',')
+  return `${CURRENCIES[currency].symbol}${fraction === '' ? grouped : `${grouped}.${fraction}`}`
+}
+
+/** The digits of a value: whole amounts without a fraction, else at least `exponent` fractional digits. */
+function decimalParts(value: Exact, exponent: number): { whole: string; fraction: string } {
   const digits = value.amount.toString().padStart(value.scale + 1, '0')
-  const whole = digits.slice(0, digits.length - value.scale).replace(/\B(?=(\d{3})+(?!\d))/g, ',')
+  const whole = digits.slice(0, digits.length - value.scale)
   let fraction = digits.slice(digits.length - value.scale).replace(/0+$/, '')
   if (fraction !== '' && fraction.length < exponent) fraction = fraction.padEnd(exponent, '0')
-  return fraction === '' ? `${symbol}${whole}` : `${symbol}${whole}.${fraction}`
+  return { whole, fraction }
+}
+
+/**
+ * A price as answered (README.md, "Shapes"): `displayAmount` is the plain decimal of its dinero
+ * snapshot, as the peer API sends it ("20", "0.002", "20.50"), with no symbol or grouping. The
+ * catalog keeps the formatted text ("$20") for invoice line descriptions and displayFeatureText.
+ */
+export function priceAnswer(price: Price): Price {
+  const { amount, scale, currency } = price.dinero
+  const { whole, fraction } = decimalParts({ amount: BigInt(amount), scale }, currency.exponent)
+  return { dinero: price.dinero, displayAmount: fraction === '' ? whole : `${whole}.${fraction}` }
 }
 
 /** Sum of prices, each times a quantity, formatted in the currency ("$0" for none). */

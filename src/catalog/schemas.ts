@@ -11,6 +11,12 @@ import { Type, type Static } from '@sinclair/typebox'
  * - Timestamps are integer epoch ms.
  * - Every field the spec lists is present, except fields of a `metadata` object: a metadata object
  *   carries what was set, so its known fields are optional and others may appear.
+ * - No sentinels (README.md, "Shapes"): what has no end, no limit or no value is `null` (or, for
+ *   `aggregationField` of a count meter, absent), never `""`, `0` or a far-future number.
+ * - These are the shapes as answered. The catalog keeps its records in the stored shapes (the
+ *   types `MeterConfig`, `Feature`, `FeaturePlanVersion`, `Grant`, `Entitlement` below: numbers
+ *   for "never" and "unlimited", `""` for no field), which the domains compute with; views.ts
+ *   projects them into these answers.
  * - Value sets the spec shows only one value of are completed from DESIGN.md.
  * - The reduced and list variants are derived from the full schemas (Type.Omit, Type.Composite), so
  *   a field added to a full schema reaches its variants.
@@ -169,7 +175,11 @@ export const PriceSchema = Type.Object(
       },
       { description: 'A dinero.js snapshot: the exact amount as an integer and a scale, never a float.' },
     ),
-    displayAmount: Type.String({ description: 'The price formatted for people, e.g. "$0.002".' }),
+    displayAmount: Type.String({
+      pattern: '^[0-9]+(\\.[0-9]+)?$',
+      description:
+        'The price as a plain decimal string in the currency, e.g. "20", "0.002", "20.50" (whole amounts without decimals, else at least the currency\'s minor digits).',
+    }),
   },
   { $id: 'Price', description: 'A price.' },
 )
@@ -192,14 +202,14 @@ export const MeterConfigSchema = Type.Object(
     eventId: Type.String({ description: 'Identifier of the event definition the meter reads.' }),
     eventSlug: Type.String({ description: 'Slug of the raw events (`eventSlug` of 4.4) the meter aggregates.' }),
     aggregationMethod: AggregationMethodSchema,
-    aggregationField: Type.String({ description: 'Event property that is aggregated; empty for count.' }),
+    aggregationField: Type.Optional(Type.String({ minLength: 1, description: 'Event property that is aggregated; absent for a count meter.' })),
     filters: FreeForm('Event properties and the values an event must have to be counted.'),
     groupBy: Type.Array(Type.String(), { description: 'Event properties usage is grouped by.' }),
     windowSize: WindowSizeSchema,
   },
   { $id: 'MeterConfig', description: 'How usage of a feature is measured from raw events.' },
 )
-export type MeterConfig = Static<typeof MeterConfigSchema>
+export type MeterConfigAnswer = Static<typeof MeterConfigSchema>
 
 export const FeatureSchema = Type.Object(
   {
@@ -211,12 +221,12 @@ export const FeatureSchema = Type.Object(
     code: Type.Number({ description: 'Numeric code of the feature, unique within the project.' }),
     unitOfMeasure: Type.String({ description: 'What one unit is, e.g. "tokens", "seats".' }),
     title: Type.String(),
-    description: Type.String({ description: 'Empty when none.' }),
+    description: NullableString('What the feature is; null when none was given.'),
     meterConfig: MeterConfigSchema,
   },
   { $id: 'Feature', description: 'A feature of the project (something plans price and entitle).' },
 )
-export type Feature = Static<typeof FeatureSchema>
+export type FeatureAnswer = Static<typeof FeatureSchema>
 
 export const FeatureListItemSchema = Type.Omit(FeatureSchema, ['createdAtM', 'updatedAtM'], {
   description: 'A feature as GET /v1/features/list answers it: without createdAtM and updatedAtM.',
@@ -299,12 +309,12 @@ export const FeaturePlanVersionSchema = Type.Object(
     feature: FeatureSchema,
     resetConfig: ResetConfigSchema,
     defaultQuantity: Type.Number({ description: 'Quantity a subscription item gets when none is given.' }),
-    limit: Type.Number({ description: 'Usage allowed per reset period.' }),
+    limit: Type.Union([Type.Number(), Type.Null()], { description: 'Usage allowed per reset period; null when there is no limit.' }),
     meterConfig: MeterConfigSchema,
   },
   { $id: 'FeaturePlanVersion', description: 'A feature as priced and limited in one plan version.' },
 )
-export type FeaturePlanVersion = Static<typeof FeaturePlanVersionSchema>
+export type FeaturePlanVersionAnswer = Static<typeof FeaturePlanVersionSchema>
 
 // ---------------------------------------------------------------------------------------------
 // Entitlements and grants (spec 2.2, 4.2)
@@ -317,15 +327,17 @@ export const GrantSchema = Type.Object(
     createdAtM: CreatedAtM(),
     updatedAtM: UpdatedAtM(),
     effectiveAt: EpochMs('When the grant starts to count, epoch ms.'),
-    expiresAt: EpochMs('When the grant stops counting, epoch ms.'),
+    expiresAt: NullableEpochMs('When the grant stops counting, epoch ms; null when it never expires.'),
     type: GrantTypeSchema,
     priority: Type.Number({ description: "Consumption order among the entitlement's grants." }),
-    allowanceUnits: Type.Number({ description: 'Units the grant allows.' }),
+    allowanceUnits: Type.Union([Type.Number(), Type.Null()], {
+      description: "Units the grant allows; null for no limit (a subscription's grant to a usage feature without a limit).",
+    }),
     metadata: FreeForm('Free-form.'),
   },
   { $id: 'Grant', description: 'An allowance of units toward an entitlement.' },
 )
-export type Grant = Static<typeof GrantSchema>
+export type GrantAnswer = Static<typeof GrantSchema>
 
 export const EntitlementSchema = Type.Object(
   {
@@ -353,7 +365,25 @@ export const EntitlementSchema = Type.Object(
   },
   { $id: 'Entitlement', description: "A customer's right to use a feature, with its grants." },
 )
-export type Entitlement = Static<typeof EntitlementSchema>
+export type EntitlementAnswer = Static<typeof EntitlementSchema>
+
+// ---------------------------------------------------------------------------------------------
+// Stored shapes: what the catalog keeps and the domains compute with (never answered as is)
+
+/** A meter as stored: `aggregationField` is "" for a count meter. */
+export type MeterConfig = Omit<MeterConfigAnswer, 'aggregationField'> & { aggregationField: string }
+/** A feature as stored: `description` "" when none. */
+export type Feature = Omit<FeatureAnswer, 'meterConfig' | 'description'> & { meterConfig: MeterConfig; description: string }
+/** A feature plan version as stored: `limit` is UNLIMITED (2^53 − 1, src/catalog/plans.ts) when there is none. */
+export type FeaturePlanVersion = Omit<FeaturePlanVersionAnswer, 'limit' | 'feature' | 'meterConfig'> & {
+  limit: number
+  feature: Feature
+  meterConfig: MeterConfig
+}
+/** A grant as stored: `expiresAt` FOREVER_MS (src/catalog/cycles.ts) when it never expires, `allowanceUnits` UNLIMITED when unlimited. */
+export type Grant = Omit<GrantAnswer, 'expiresAt' | 'allowanceUnits'> & { expiresAt: number; allowanceUnits: number }
+/** An entitlement as stored (its feature plan version and grants in their stored shapes). */
+export type Entitlement = Omit<EntitlementAnswer, 'featurePlanVersion' | 'grants'> & { featurePlanVersion: FeaturePlanVersion; grants?: Grant[] }
 
 export const EntitlementsListResponseSchema = Type.Array(EntitlementSchema, { description: 'Active entitlements of the customer with their grants.' })
 export type EntitlementsListResponse = Static<typeof EntitlementsListResponseSchema>
@@ -506,6 +536,38 @@ export const PlanVersionsListResponseSchema = Type.Object(
 )
 export type PlanVersionsListResponse = Static<typeof PlanVersionsListResponseSchema>
 
+/** A feature of the plan version as GET /v1/plan-versions/get answers it: the full feature plan version, with displayFeatureText. */
+export const PlanFeatureDetailSchema = Type.Composite(
+  [
+    FeaturePlanVersionSchema,
+    Type.Object({
+      displayFeatureText: Type.String({ description: 'The feature as a pricing page shows it, e.g. "1M tokens, then $0.002 per 1K".' }),
+    }),
+  ],
+  { $id: 'PlanFeatureDetail', description: 'A feature of the plan version, with its full configuration (type, featureType, usageMode, tierMode).' },
+)
+export type PlanFeatureDetail = Static<typeof PlanFeatureDetailSchema>
+
+/** The plan version of GET /v1/plan-versions/get: every field of PlanVersion, its plan, its features in full, and its flat price. */
+export const PlanVersionDetailSchema = Type.Composite(
+  [
+    PlanVersionSchema,
+    Type.Object({
+      plan: PlanSchema,
+      planFeatures: Type.Array(PlanFeatureDetailSchema),
+      flatPrice: Type.String({ description: 'Sum of the flat prices of the version, formatted for people, e.g. "$49".' }),
+    }),
+  ],
+  { $id: 'PlanVersionDetail', description: 'A published plan version with its plan and its features.' },
+)
+export type PlanVersionDetail = Static<typeof PlanVersionDetailSchema>
+
+export const PlanVersionGetResponseSchema = Type.Object(
+  { planVersion: PlanVersionDetailSchema },
+  { description: 'A published plan version (GET /v1/plan-versions/get/{planVersionId}).' },
+)
+export type PlanVersionGetResponse = Static<typeof PlanVersionGetResponseSchema>
+
 // ---------------------------------------------------------------------------------------------
 // Subscriptions (spec 2.3, 4.3)
 
@@ -536,7 +598,7 @@ export const SubscriptionPhaseSchema = Type.Object(
     billingAnchor: Type.Number({ description: 'Where each cycle starts within its interval (for monthly cycles, the day of the month).' }),
     trialEndsAt: EpochMs('When the trial ends, epoch ms.'),
     startAt: EpochMs('When the phase starts, epoch ms.'),
-    endAt: EpochMs('When the phase ends, epoch ms.'),
+    endAt: NullableEpochMs('When the phase ends, epoch ms; null when it has no end.'),
     planVersion: PlanVersionSchema,
     createdAtM: CreatedAtM(),
     updatedAtM: UpdatedAtM(),
@@ -566,9 +628,9 @@ export const SubscriptionSchema = Type.Object(
     active: Type.Boolean({ description: 'The subscription gives access now.' }),
     planSlug: Type.String({ minLength: 1, description: 'Slug of the plan of the active phase.' }),
     currentCycleStartAt: EpochMs('Start of the current billing cycle, epoch ms.'),
-    currentCycleEndAt: EpochMs('End of the current billing cycle, epoch ms.'),
-    renewAt: EpochMs('When the subscription next renews, epoch ms.'),
-    endAt: EpochMs('When the subscription ends, epoch ms.'),
+    currentCycleEndAt: NullableEpochMs('End of the current billing cycle, epoch ms; null when it has no end (a onetime plan).'),
+    renewAt: NullableEpochMs('When the subscription next renews (the end of the current cycle), epoch ms; null when no cycle follows this one.'),
+    endAt: NullableEpochMs('When the subscription ends, epoch ms; null when it has no end.'),
     timezone: Type.String({ minLength: 1, description: 'IANA time zone cycles are computed in, e.g. "UTC".' }),
     metadata: Type.Object(
       {

@@ -9,7 +9,14 @@ import { documentValidator, type BudgetDoc, type ConfigDocument } from './docume
 import { configFailure, Issues } from './issues.js'
 import { buildCatalog, emptyChanges, firstOfEach } from './plans.js'
 import * as store from './redis.js'
-import type { AccessUpdateRequest, FeaturesListResponse, PlanVersionsListRequest, PlanVersionsListResponse, Subscription } from './schemas.js'
+import type {
+  AccessUpdateRequest,
+  FeaturesListResponse,
+  PlanVersionDetail,
+  PlanVersionsListRequest,
+  PlanVersionsListResponse,
+  Subscription,
+} from './schemas.js'
 import type { AccessFlags, ApplyResult, ChangeLists, CustomerView } from './types.js'
 import { featureListItem, filterPlanVersions, planVersionDetail, planVersionListItem, subscriptionAt } from './views.js'
 
@@ -111,8 +118,8 @@ export class CatalogService {
     return success({ planVersions: filterPlanVersions(catalog, filters).map((pv) => planVersionListItem(pv, catalog)) })
   }
 
-  /** GET /v1/plan-versions/get/:planVersionId: published versions only. */
-  async getPlanVersion(projectId: string, planVersionId: string): Promise<Result<ReturnType<typeof planVersionDetail>>> {
+  /** A published plan version in full (GET /v1/plan-versions/get/:planVersionId answers it as `{planVersion}`). */
+  async getPlanVersion(projectId: string, planVersionId: string): Promise<Result<PlanVersionDetail>> {
     const catalog = await store.readCatalog(this.redis, projectId)
     const pv = catalog.planVersions.find((v) => v.id === planVersionId && v.status === 'published')
     if (!pv) return failure('not_found', 'plan_version_not_found', `No published plan version ${planVersionId} in this project.`)

@@ -1,4 +1,4 @@
-import { cycleAt } from '../catalog/cycles.js'
+import { cycleAt, FOREVER_MS } from '../catalog/cycles.js'
 import type { AggregationMethod, Entitlement, Grant, MeterConfig, OverageStrategy } from '../catalog/schemas.js'
 import type { AccessFlags, CustomerView } from '../catalog/types.js'
 import { entitlementsAt } from '../catalog/views.js'
@@ -126,9 +126,64 @@ export function entitlementFor(view: CustomerView, flags: AccessFlags, featureSl
 }
 
 /** A call of entitlementUsage: the two KEYS (usage hash, state hash) and the 11 ARGV. */
-export interface EntitlementUsageCall {
+export interface EntitlementUsageCall extends CountedEntitlement {
   keys: [usage: string, state: string]
+}
+
+/** Which entitlement a call of entitlementUsage counts against, and its 11 ARGV. */
+export interface CountedEntitlement {
+  customerId: string
+  entitlementId: string
+  /** The entitlement's reset interval (month, day, …). */
+  window: string
   args: string[]
+}
+
+/** What a count that took a customer's usage of a feature to its limit decided (limit.reached), exactly as the script answered it. */
+export interface LimitReachedDecision {
+  customerId: string
+  featureSlug: string
+  entitlementId: string
+  /** The reset interval (month, day, …). */
+  window: string
+  overageStrategy: OverageStrategy
+  /** Usage counted against the grants in effect after the count, decimal text of the feature's units. */
+  used: string
+  /** The sum of the allowances of the grants in effect, decimal text. */
+  limit: string
+  periodStartMs: number
+  /** Exclusive; null for a period that never ends. */
+  periodEndMs: number | null
+  /** Whether the feature is denied from the decision to the period's end (none, last-call). */
+  denied: boolean
+  /** The decision's clock: when the gateway accepted the event, or the consume's now. */
+  atMs: number
+}
+
+/**
+ * The limit.reached decision of a count the script said reached the limit (lua/includes/
+ * entitlementUsage.lua: usedUnits, limitUnits and deniedUntilMs of its reply), read with the
+ * count's own arguments (period, strategy, clock).
+ */
+export function reachedDecisionOf(
+  counted: CountedEntitlement,
+  figures: { usedUnits: string; limitUnits: string; deniedUntilMs: number },
+): LimitReachedDecision {
+  const [featureSlug, nowMs, periodStart, periodEnd, strategy] = counted.args
+  const endMs = Number(periodEnd)
+  return {
+    customerId: counted.customerId,
+    featureSlug: featureSlug!,
+    entitlementId: counted.entitlementId,
+    window: counted.window,
+    overageStrategy: strategy as OverageStrategy,
+    used: formatUnits(BigInt(figures.usedUnits)),
+    limit: formatUnits(BigInt(figures.limitUnits)),
+    periodStartMs: Number(periodStart),
+    periodEndMs: endMs >= FOREVER_MS ? null : endMs,
+    denied: figures.deniedUntilMs > 0,
+    atMs: Number(nowMs),
+  }
 }
 
 /**
@@ -151,6 +206,9 @@ export function prepareEntitlementUsage(
   if (!e) return undefined
   return {
     keys: [usageKey(projectId, customer.view.customerId), entitlementStateKey(projectId, customer.view.customerId)],
+    customerId: customer.view.customerId,
+    entitlementId: e.id,
+    window: e.featurePlanVersion.resetConfig.resetInterval,
     args: entitlementUsageArgs({
       featureSlug,
       nowMs,
@@ -185,11 +243,9 @@ export interface EventRowFeature {
   value: string
 }
 
-/** One count of one event against one feature: the event's index and the include's arguments. */
-export interface EventCount {
+/** One count of one event against one feature: the event's index, the entitlement, and the include's arguments. */
+export interface EventCount extends CountedEntitlement {
   event: number
-  customerId: string
-  args: string[]
 }
 
 /**
@@ -225,6 +281,8 @@ export function countsOfEvents(
       counts.push({
         event: index,
         customerId: event.customerId,
+        entitlementId: e.id,
+        window: e.featurePlanVersion.resetConfig.resetInterval,
         args: entitlementUsageArgs(
           {
             featureSlug: e.featurePlanVersion.feature.slug,

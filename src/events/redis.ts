@@ -74,12 +74,28 @@ const DAY_MS = 86_400_000
 /** Claims live three days: two days of lookups and a margin. */
 const CLAIM_TTL_S = 3 * 86_400
 
+/** What one claim decided (lua/claimEvents-N.lua). */
+export interface ClaimResult {
+  /**
+   * The events this batch owns, the only ones it may insert: event id → the slugs of the features
+   * whose entitlement refused the event's usage (empty: nothing refused). The decision was made
+   * when the event was first claimed and is kept with the claim, so a retry reads the same.
+   */
+  owned: Map<string, ReadonlySet<string>>
+  /**
+   * The counts of this call that took a customer's usage of a feature to its limit for the first
+   * time in the period (limit.reached), with the script's exact figures (units of 10^-8).
+   */
+  reached: { count: EventCount; usedUnits: string; limitUnits: string; deniedUntilMs: number }[]
+}
+
+const NONE: ReadonlySet<string> = new Set()
+
 /**
- * Claims a batch's events of one project for the ClickHouse insert (lua/claimEvents-N.lua):
- * returns the event ids this batch owns, the only ones it may insert. `counts` are the
- * entitlement usage counts of the events (src/entitlements/usage.ts countsOfEvents): the script
- * applies an event's counts only when this call is the first to claim it, so usage is counted
- * exactly once per event id.
+ * Claims a batch's events of one project for the ClickHouse insert (lua/claimEvents-N.lua).
+ * `counts` are the entitlement usage counts of the events (src/entitlements/usage.ts
+ * countsOfEvents): the script applies an event's counts only when this call is the first to
+ * claim it, so usage is counted exactly once per event id, and answers what they decided.
  */
 export async function claimEvents(
   redis: RedisClient,
@@ -88,7 +104,7 @@ export async function claimEvents(
   eventIds: string[],
   nowMs: number,
   counts: readonly EventCount[] = [],
-): Promise<Set<string>> {
+): Promise<ClaimResult> {
   const day = Math.floor(nowMs / DAY_MS)
   const keys = [claimDayKey(projectId, day), claimDayKey(projectId, day - 1)]
   const args: (string | number)[] = [batchId, CLAIM_TTL_S, eventIds.length, ...eventIds]
@@ -101,6 +117,20 @@ export async function claimEvents(
     }
     args.push(count.event + 1, at, at + 1, ...count.args)
   }
-  const owned = (await scripts.claim.run(redis, keys, args)) as number[]
-  return new Set(eventIds.filter((_, i) => owned[i] === 1))
+  const [verdicts, reached] = (await scripts.claim.run(redis, keys, args)) as [(number | string)[], [number, string, string, number][]]
+  const owned = new Map<string, ReadonlySet<string>>()
+  eventIds.forEach((id, i) => {
+    const verdict = verdicts[i]
+    if (verdict === 1) owned.set(id, NONE)
+    else if (typeof verdict === 'string') owned.set(id, new Set(verdict.split(',')))
+  })
+  return {
+    owned,
+    reached: reached.map(([number, usedUnits, limitUnits, deniedUntilMs]) => ({
+      count: counts[number - 1]!,
+      usedUnits: String(usedUnits),
+      limitUnits: String(limitUnits),
+      deniedUntilMs: Number(deniedUntilMs),
+    })),
+  }
 }

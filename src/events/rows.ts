@@ -1,4 +1,7 @@
-import type { UsageEvent, UsageEventRow } from './types.js'
+import type { UsageEvent, UsageEventRow, UsageStatus } from './types.js'
+
+/** The decision of the ingest worker's claim (lua/claimEvents-N.lua), as rows name it. */
+export const CLAIM_DECISION = 'claim'
 
 /** At most 20 integer digits: what a Decimal(38, 8) column holds with room to sum. */
 const DECIMAL = /^-?[0-9]{1,20}(\.[0-9]+)?$/
@@ -25,7 +28,13 @@ export function eventValue(properties: Record<string, unknown> | undefined): num
  * (1 for a count meter, `properties[aggregationField]` exactly for sum, max and latest); for an
  * event no feature counts, `eventValue`.
  */
-export function toRow(event: UsageEvent, featureSlug: string = event.eventSlug, value?: string, eventId: string = event.eventId): UsageEventRow {
+export function toRow(
+  event: UsageEvent,
+  featureSlug: string = event.eventSlug,
+  value?: string,
+  eventId: string = event.eventId,
+  status: UsageStatus = 'accepted',
+): UsageEventRow {
   return {
     event_id: eventId,
     project_id: event.projectId,
@@ -35,17 +44,28 @@ export function toRow(event: UsageEvent, featureSlug: string = event.eventSlug, 
     value: value ?? eventValue(event.properties),
     properties: event.properties === undefined ? '{}' : JSON.stringify(event.properties),
     ts_ms: event.timestampMs,
+    status,
+    decision: CLAIM_DECISION,
   }
 }
+
+const NO_REFUSALS: ReadonlySet<string> = new Set()
 
 /**
  * The rows of an accepted event: one per feature whose meter takes it (`features`, in order: the
  * one named like the event first), the first with the event's id and the others with
  * `<eventId>#<featureSlug>`, so each row has its own deterministic id (stored once, like the
  * event) and each feature's usage is its own rows' sum; an event no meter takes, one row under
- * its event slug.
+ * its event slug. A row of a feature in `refused` (whose entitlement refused the event's usage
+ * when the claim counted it) is `refused`, every other `accepted`.
  */
-export function toRows(event: UsageEvent, features: readonly { featureSlug: string; value: string }[]): UsageEventRow[] {
+export function toRows(
+  event: UsageEvent,
+  features: readonly { featureSlug: string; value: string }[],
+  refused: ReadonlySet<string> = NO_REFUSALS,
+): UsageEventRow[] {
   if (features.length === 0) return [toRow(event)]
-  return features.map((f, i) => toRow(event, f.featureSlug, f.value, i === 0 ? event.eventId : `${event.eventId}#${f.featureSlug}`))
+  return features.map((f, i) =>
+    toRow(event, f.featureSlug, f.value, i === 0 ? event.eventId : `${event.eventId}#${f.featureSlug}`, refused.has(f.featureSlug) ? 'refused' : 'accepted'),
+  )
 }

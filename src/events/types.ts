@@ -44,7 +44,21 @@ export interface UsageEventRow {
   /** The properties as JSON text ('{}' when absent). */
   properties: string
   ts_ms: number
+  /**
+   * What the decision that made the row said of its usage: `accepted` (billable: invoices,
+   * analytics, forecasts read only these) or `refused` (an entitlement's overage strategy turned
+   * it away at the limit; kept, never billed).
+   */
+  status: UsageStatus
+  /**
+   * The decision that set `status`: `claim` (the ingest worker's claim, lua/claimEvents-N.lua) or
+   * `consume:<runId>` (that run's consume, lua/consumeRun-12.lua).
+   */
+  decision: string
 }
+
+/** Whether a usage row is billable (src/events/README.md, "Accepted and refused usage"). */
+export type UsageStatus = 'accepted' | 'refused'
 
 /**
  * Where the ingest worker writes events: the ClickHouse store (src/infra/clickhouse/) implements it.

@@ -1,5 +1,6 @@
 import { Kind, type TSchema } from '@sinclair/typebox'
 import { namedSchemas } from '../kernel/schema.js'
+import { WEBHOOK_PAYLOADS } from '../notifications/schemas.js'
 import { COMMON_ERROR_STATUSES, ErrorEnvelope } from './errors.js'
 import type { AnyRoute } from './route.js'
 
@@ -48,6 +49,7 @@ export function buildOpenApi(routes: readonly AnyRoute[]): Record<string, unknow
   // Every named schema first: one name standing for two different schemas throws here.
   const named = namedSchemas(ErrorEnvelope)
   for (const route of routes) for (const schema of [route.body, route.query, route.response]) if (schema) namedSchemas(schema, named)
+  for (const schema of Object.values(WEBHOOK_PAYLOADS)) namedSchemas(schema, named)
 
   const paths: Record<string, Record<string, unknown>> = {}
   for (const route of routes) {
@@ -96,10 +98,33 @@ export function buildOpenApi(routes: readonly AnyRoute[]): Record<string, unknow
       description: 'Usage metering and billing: budgets with holds, usage, entitlements, invoices, wallets.',
     },
     paths,
+    webhooks: webhooksOf(),
     components: {
       schemas,
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API key>' } },
     },
     security: [{ bearer: [] }],
   }
+}
+
+/**
+ * OpenAPI 3.1 `webhooks`: what the gateway POSTs to a project's endpoints, one entry per
+ * notification type (src/notifications/README.md), its body the type's payload component.
+ */
+function webhooksOf(): Record<string, unknown> {
+  const webhooks: Record<string, unknown> = {}
+  for (const [type, schema] of Object.entries(WEBHOOK_PAYLOADS)) {
+    webhooks[type] = {
+      post: {
+        operationId: `webhook_${type.replace('.', '_')}`,
+        summary: schema.description,
+        tags: ['webhooks'],
+        description:
+          'Headers: `x-metering-event` (the type), `x-metering-delivery` (the same on every attempt: dedup by it), `x-metering-signature` (`t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" with the endpoint secret>`). Retried with exponential backoff until a 2xx.',
+        requestBody: { required: true, content: { 'application/json': { schema: ref(schema.$id!) } } },
+        responses: { '2XX': { description: 'Delivered; any other answer (or none within the timeout) is retried.' } },
+      },
+    }
+  }
+  return webhooks
 }

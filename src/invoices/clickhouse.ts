@@ -23,9 +23,10 @@ interface UsageAggregates {
 }
 
 /**
- * A customer's usage of some features over `[fromMs, toMs)`, each event once (FINAL), aggregated
- * per the feature's meter: sum of `value`, count of events, max of `value`, or the value of the
- * latest event. Exact, in units of 10^-8 (0 for a feature without events). One query for all features.
+ * A customer's accepted usage of some features over `[fromMs, toMs)`, each event once (FINAL),
+ * aggregated per the feature's meter: sum of `value`, count of events, max of `value`, or the
+ * value of the latest event. Rows an entitlement refused (`status = 'refused'`) are never billed.
+ * Exact, in units of 10^-8 (0 for a feature without events). One query for all features.
  */
 export async function cycleUsage(
   store: ClickHouseStore,
@@ -44,7 +45,7 @@ export async function cycleUsage(
      FROM ${db}.usage_events FINAL
      WHERE project_id = ${sqlLiteral(q.projectId)} AND customer_id = ${sqlLiteral(q.customerId)}
        AND ts_ms >= ${Math.floor(q.fromMs)} AND ts_ms < ${Math.floor(q.toMs)}
-       AND feature_slug IN ${sqlList(slugs)}
+       AND feature_slug IN ${sqlList(slugs)} AND status != 'refused'
      GROUP BY feature_slug`,
         )
   const bySlug = new Map(rows.map((r) => [r.fs, r]))

@@ -21,6 +21,37 @@ export function subscriptionBillingKey(projectId: string, subscriptionId: string
   return `${PREFIX}${projectTag(projectId)}:invsub:${subscriptionId}`
 }
 
+/**
+ * The project's invoice index: a sorted set of every invoice of the project, every score 0, the
+ * members `<issue_date>:<statement_start_at>:<invoiceId>` (numbers as 15 digits) in lexicographic
+ * order, so the newest invoice sorts last (POST /v1/invoices/list reads it from the end).
+ */
+export function invoiceIndexKey(projectId: string): string {
+  return `${PREFIX}${projectTag(projectId)}:invidx`
+}
+
+/** The same index for one customer's invoices. */
+export function customerInvoiceIndexKey(projectId: string, customerId: string): string {
+  return `${PREFIX}${projectTag(projectId)}:invidx:c:${customerId}`
+}
+
+/** SCAN pattern of every project's invoices (`mg:{cat:*}:inv:*`): what the one-time reindex walks. */
+export const INVOICE_PATTERN = invoiceKey('*', '*')
+
+/** The project and invoice of an invoice hash key found by INVOICE_PATTERN. */
+export function invoiceOfKey(key: string): { projectId: string; invoiceId: string } | undefined {
+  const split = splitKey(key)
+  const projectId = split && projectOfTag(split.tag)
+  if (!projectId || !split.suffix.startsWith('inv:')) return undefined
+  return { projectId, invoiceId: split.suffix.slice(4) }
+}
+
+/**
+ * Set (to the time it finished) once every invoice drafted before the indexes existed has been
+ * added to them: the reindex runs once per Redis, not per list.
+ */
+export const INVOICE_REINDEX_KEY = `${PREFIX}invidx:reindexed`
+
 /** The project's journal outbox (`mg:{cat:<projectId>}:journal`, drained by src/workers/journal.ts). */
 export { projectJournalKey as journalKey } from '../journal/keys.js'
 

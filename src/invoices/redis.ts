@@ -1,11 +1,26 @@
 import { Script, type RedisClient } from '../infra/redis/scripts.js'
-import { invoiceKey, journalKey, subscriptionBillingKey } from './keys.js'
+import { customerInvoiceIndexKey, invoiceIndexKey, invoiceKey, journalKey, subscriptionBillingKey } from './keys.js'
 import type { BilledCycle, InvoiceStatus, StoredInvoice, StoredLine } from './types.js'
 
 /** Storage adapter of invoices (README, "Storage"): one query per function, one round trip each. */
 const scripts = {
-  draft: new Script('draftInvoice-2'),
+  draft: new Script('draftInvoice-4'),
   finalize: new Script('finalizeInvoice-3'),
+}
+
+/**
+ * An invoice's member of the invoice indexes: `<issue_date>:<statement_start_at>:<invoiceId>`,
+ * the numbers as 15 digits, so lexicographic order is (issue date, cycle start, id) and the
+ * newest invoice sorts last. Immutable: both dates are fixed when the invoice is drafted.
+ */
+export function indexMember(invoice: Pick<StoredInvoice, 'id' | 'issue_date' | 'statement_start_at'>): string {
+  return `${String(invoice.issue_date).padStart(15, '0')}:${String(invoice.statement_start_at).padStart(15, '0')}:${invoice.id}`
+}
+
+/** The parts of an index member; undefined for a string that is not one (a forged cursor). */
+export function parseIndexMember(member: string): { issueDate: number; statementStartAt: number; invoiceId: string } | undefined {
+  const m = /^([0-9]{15}):([0-9]{15}):(inv_[0-9a-f]{24})$/.exec(member)
+  return m ? { issueDate: Number(m[1]), statementStartAt: Number(m[2]), invoiceId: m[3]! } : undefined
 }
 
 export interface StoredRecord {
@@ -65,9 +80,14 @@ export interface DraftArgs {
 
 export type DraftResult = { status: 'created' } | { status: 'exists'; record: StoredRecord } | { status: 'rev_changed' }
 
-/** Creates the draft unless the invoice exists (lua/draftInvoice-2.lua). */
+/** Creates the draft, and its members of the invoice indexes, unless the invoice exists (lua/draftInvoice-4.lua). */
 export async function draftInvoice(redis: RedisClient, a: DraftArgs): Promise<DraftResult> {
-  const keys = [invoiceKey(a.projectId, a.invoice.id), subscriptionBillingKey(a.projectId, a.subscriptionId)]
+  const keys = [
+    invoiceKey(a.projectId, a.invoice.id),
+    subscriptionBillingKey(a.projectId, a.subscriptionId),
+    invoiceIndexKey(a.projectId),
+    customerInvoiceIndexKey(a.projectId, a.invoice.customer_id),
+  ]
   const args: string[] = [
     a.rev,
     JSON.stringify(a.invoice),
@@ -75,6 +95,7 @@ export async function draftInvoice(redis: RedisClient, a: DraftArgs): Promise<Dr
     a.dueTotal.toString(),
     `billed:${a.billed.cycleStartAt}`,
     JSON.stringify(a.billed),
+    indexMember(a.invoice),
     String(a.updates.length),
   ]
   for (const u of a.updates) args.push(`billed:${u.cycleStartAt}`, JSON.stringify(u))
@@ -101,4 +122,42 @@ export async function finalizeInvoice(redis: RedisClient, a: FinalizeArgs): Prom
   const keys = [invoiceKey(a.projectId, a.invoice.id), subscriptionBillingKey(a.projectId, a.subscriptionId), journalKey(a.projectId)]
   const args = [a.status, JSON.stringify(a.invoice), JSON.stringify(a.lines), String(a.cycleEndAt), ...a.journal]
   return (await scripts.finalize.run(redis, keys, args)) as unknown as 'finalized' | 'already_final' | 'invoice_not_found'
+}
+
+/**
+ * Index members from the newest down, strictly older than `before` (a member) when given: one
+ * ZREVRANGEBYLEX of the project's index, or of the customer's with a customerId.
+ */
+export async function readIndex(
+  redis: RedisClient,
+  projectId: string,
+  customerId: string | undefined,
+  before: string | undefined,
+  count: number,
+): Promise<string[]> {
+  const key = customerId === undefined ? invoiceIndexKey(projectId) : customerInvoiceIndexKey(projectId, customerId)
+  return redis.zrevrangebylex(key, before === undefined ? '+' : `(${before}`, '-', 'LIMIT', 0, count)
+}
+
+/** The status and header of some invoices, in one pipeline (all in the project's slot); undefined for one that does not exist. */
+export async function readHeaders(redis: RedisClient, projectId: string, invoiceIds: string[]): Promise<(StoredInvoice | undefined)[]> {
+  if (invoiceIds.length === 0) return []
+  const pipeline = redis.pipeline()
+  for (const id of invoiceIds) pipeline.hmget(invoiceKey(projectId, id), 'status', 'invoice')
+  const replies = (await pipeline.exec()) ?? []
+  return replies.map(([err, value]) => {
+    if (err) throw err
+    const [status, invoice] = value as (string | null)[]
+    return status && invoice ? { ...(JSON.parse(invoice) as StoredInvoice), status: status as InvoiceStatus } : undefined
+  })
+}
+
+/** Adds an invoice drafted before the indexes existed to them (the one-time reindex): two ZADDs, both idempotent. */
+export async function addToIndexes(redis: RedisClient, projectId: string, invoiceId: string): Promise<boolean> {
+  const json = await redis.hget(invoiceKey(projectId, invoiceId), 'invoice')
+  if (json === null) return false
+  const invoice = JSON.parse(json) as StoredInvoice
+  const member = indexMember(invoice)
+  await Promise.all([redis.zadd(invoiceIndexKey(projectId), 0, member), redis.zadd(customerInvoiceIndexKey(projectId, invoice.customer_id), 0, member)])
+  return true
 }

@@ -1,15 +1,21 @@
 import { Type, type Static } from '@sinclair/typebox'
 
-/** The invoice answers (spec 2.5), named Invoice, InvoiceLine, InvoiceStatus, SettlementSource and SettlementStatus in OpenAPI. */
+/**
+ * The invoice answers (spec 2.5), named Invoice, InvoiceLine, InvoiceStatus, SettlementSource,
+ * SettlementStatus and WalletCreditSource in OpenAPI. Nothing is a placeholder (README.md,
+ * "Shapes"): what has not happened or does not apply is null.
+ */
 
 const Ledger = (description: string) =>
   Type.Union([Type.Integer(), Type.String({ pattern: '^-?[0-9]+$' })], {
     description: `${description} Integer at ledger scale 8 (one currency unit = 100000000); a string of digits past 2^53 − 1, so it is never rounded.`,
   })
 const Ms = (description: string) => Type.Integer({ minimum: 0, description: `${description} Epoch ms.` })
+const NullableMs = (description: string) => Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: `${description} Epoch ms.` })
+const NullableString = (description: string) => Type.Union([Type.String({ minLength: 1 }), Type.Null()], { description })
 
 export const InvoiceStatusSchema = Type.Union(
-  ['unpaid', 'paid', 'waiting', 'void', 'draft', 'failed'].map((s) => Type.Literal(s)),
+  (['unpaid', 'paid', 'waiting', 'void', 'draft', 'failed'] as const).map((s) => Type.Literal(s)),
   {
     $id: 'InvoiceStatus',
     description: 'unpaid: something is due from the payment provider; paid: wallet credits (or nothing due) settled it; draft: being closed.',
@@ -22,6 +28,14 @@ export const SettlementSourceSchema = Type.Union(
     description: "What settles the line: the payment provider, the wallet (cash or a credit of the given source), the plan's included credit, or the trial.",
   },
 )
+export const WalletCreditSourceSchema = Type.Union(
+  (['promo', 'manual', 'trial'] as const).map((s) => Type.Literal(s)),
+  {
+    $id: 'WalletCreditSource',
+    description: 'Source of the wallet credit that paid a line: promo, manual (granted by an operator: manual, refund and goodwill credits) or trial.',
+  },
+)
+
 export const SettlementStatusSchema = Type.Union(
   ['due', 'paid', 'included'].map((s) => Type.Literal(s)),
   {
@@ -45,8 +59,8 @@ export const InvoiceSchema = Type.Object(
     due_at: Ms('When payment is due (the issue date: collected automatically).'),
     past_due_at: Ms("due_at plus the plan version's gracePeriod days."),
     issue_date: Ms('When the cycle was closed and the invoice issued.'),
-    sent_at: Ms('When the invoice was handed to the payment provider; 0 until then.'),
-    paid_at: Ms('When it was paid; 0 while unpaid.'),
+    sent_at: NullableMs('When the invoice was handed to the payment provider; null until then (this version hands none over).'),
+    paid_at: NullableMs('When it was paid; null while unpaid.'),
     gross_amount: Ledger("Sum of the lines' amounts."),
     amount_due: Ledger('What the payment provider is to charge.'),
     amount_paid: Ledger('What wallet credits and cash paid.'),
@@ -75,9 +89,11 @@ export const LineSchema = Type.Object(
     collectable: Type.Boolean({ description: 'The payment provider collects this line (settlement_status due).' }),
     settlement_source: SettlementSourceSchema,
     settlement_status: SettlementStatusSchema,
-    wallet_credit_id: Type.String({ description: 'The wallet credit that paid the line; empty when none (cash or not from the wallet).' }),
-    wallet_credit_source: Type.String({ description: 'Source of that credit (promo, …) or cash; empty when not from the wallet.' }),
-    wallet_id: Type.String({ description: "The wallet that paid the line (the customer's); empty when not from the wallet." }),
+    wallet_credit_id: NullableString('The wallet credit that paid the line; null when no credit did (cash, or not from the wallet).'),
+    wallet_credit_source: Type.Union([WalletCreditSourceSchema, Type.Null()], {
+      description: 'Source of that credit; null when no credit paid the line (cash: settlement_source cash_wallet).',
+    }),
+    wallet_id: NullableString("The wallet that paid the line (the customer's); null when not paid from the wallet."),
     currency: Type.String(),
     created_at: Type.String({ description: 'ISO 8601 date-time (UTC).' }),
   },
@@ -92,3 +108,36 @@ export const InvoiceGetResponseSchema = Type.Object(
   { additionalProperties: false, description: 'The invoice header with its lines. Amounts at ledger scale 8.' },
 )
 export type InvoiceGetResponse = Static<typeof InvoiceGetResponseSchema>
+
+export const InvoiceListRequestSchema = Type.Object(
+  {
+    customerId: Type.Optional(Type.String({ minLength: 1, maxLength: 36, description: "Only this customer's invoices." })),
+    status: Type.Optional(InvoiceStatusSchema),
+    statementFrom: Type.Optional(
+      Type.Integer({ minimum: 0, description: 'Only invoices whose cycle starts at or after this (statement_start_at ≥ statementFrom), epoch ms.' }),
+    ),
+    statementTo: Type.Optional(
+      Type.Integer({ minimum: 1, description: 'Only invoices whose cycle starts before this (statement_start_at < statementTo), epoch ms.' }),
+    ),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'Invoices per page, at most; default 20.' })),
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'nextCursor of the previous page: the page after it.' })),
+  },
+  { additionalProperties: false, description: 'Filters (all must hold) and the page. An absent filter does not filter.' },
+)
+
+export const InvoiceListResponseSchema = Type.Object(
+  {
+    invoices: Type.Array(InvoiceSchema, {
+      description:
+        'Newest first: by issue_date, then statement_start_at, then id, all descending. A page may hold fewer than `limit` invoices with a ' +
+        'nextCursor when filters skipped many (at most 1,000 are examined per request).',
+    }),
+    nextCursor: Type.Union([Type.String(), Type.Null()], {
+      description:
+        'Pass it as `cursor` for the next page; null when no invoice is left. A cursor is a position in the order: no invoice that ' +
+        'existed when paging began is skipped or listed twice, and invoices issued meanwhile (the newest) sort before the first page.',
+    }),
+  },
+  { additionalProperties: false, description: "The project's invoices (headers; GET /v1/invoices/get/{invoiceId} has the lines)." },
+)
+export type InvoiceListResponse = Static<typeof InvoiceListResponseSchema>

@@ -8,16 +8,19 @@ import type { PhaseView, StoredCatalog, StoredPlanFeature, SubscriptionView } fr
 import type { ClickHouseStore } from '../infra/clickhouse/store.js'
 import type { Clock } from '../kernel/clock.js'
 import { failure, success, type Result } from '../kernel/errors.js'
-import { formatUnits, ledgerJson } from '../kernel/money.js'
+import { formatUnits } from '../kernel/money.js'
 import { scanMasters } from '../infra/redis/scan.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
+import { toInvoice, toLine, type Invoice, type Line } from './answers.js'
 import { cycleUsage, type MeteredFeature } from './clickhouse.js'
 import { CATALOG_PATTERN, projectOfCatalogKey } from './keys.js'
+import { listInvoices, reindexOnce, type InvoicePage } from './list.js'
 import * as store from './redis.js'
 import type {
   BilledCycle,
   BilledUsage,
   CloseReport,
+  InvoiceListQuery,
   InvoiceStatus,
   InvoiceWallet,
   LineKind,
@@ -54,22 +57,7 @@ export function invoiceIdOf(projectId: string, customerId: string, subscriptionI
   return `inv_${sha256(JSON.stringify([projectId, customerId, subscriptionId, cycleStartAt])).slice(0, 24)}`
 }
 
-/** The Invoice of spec 2.5: ledger amounts as integers. */
-export interface Invoice extends Omit<StoredInvoice, 'gross_amount' | 'amount_due' | 'amount_paid' | 'amount_included'> {
-  gross_amount: number | string
-  amount_due: number | string
-  amount_paid: number | string
-  amount_included: number | string
-}
-
-/** The Line of spec 2.5. */
-export interface Line extends Omit<StoredLine, 'quantity' | 'amount' | 'amount_due' | 'amount_paid' | 'amount_included' | 'feature_slug' | 'cycle_start_at'> {
-  quantity: number
-  amount: number | string
-  amount_due: number | string
-  amount_paid: number | string
-  amount_included: number | string
-}
+export type { Invoice, Line }
 
 /**
  * The provider boundary (spec part 1; src/billing/README.md, rounding rule 2): what a payment
@@ -86,6 +74,8 @@ export function providerCharge(invoice: Pick<StoredInvoice, 'amount_due' | 'curr
 export class InvoiceService {
   private readonly options: InvoiceOptions
   private readonly catalog: CatalogReads
+  /** The one-time reindex of invoices drafted before the indexes (list.ts reindexOnce), once per process. */
+  private reindexed: Promise<number> | undefined
 
   constructor(
     private readonly redis: RedisClient,
@@ -93,6 +83,11 @@ export class InvoiceService {
     private readonly history: ClickHouseStore | undefined,
     private readonly wallet: InvoiceWallet | undefined,
     options: Partial<InvoiceOptions> = {},
+    /**
+     * Told of every invoice this service finalizes, once (invoice.created, and invoice.updated of
+     * the earlier invoices its adjustment lines adjust: `invoiceOfCycle` names them).
+     */
+    private readonly onFinalized?: (invoice: StoredInvoice, lines: StoredLine[], invoiceOfCycle: (cycleStartAt: number) => string) => void,
   ) {
     this.options = { ...DEFAULT_INVOICE_OPTIONS, ...options }
     this.catalog = new CatalogReads(redis)
@@ -103,6 +98,16 @@ export class InvoiceService {
     const found = await store.readInvoice(this.redis, projectId, invoiceId)
     if (!found) return failure('not_found', 'invoice_not_found', `No invoice ${invoiceId} in this project.`)
     return success({ invoice: toInvoice(found.invoice), lines: found.lines.map(toLine) })
+  }
+
+  /** POST /v1/invoices/list: the project's invoices, newest first, filtered, a page at a time (README.md, "Listing"). */
+  async list(projectId: string, query: InvoiceListQuery): Promise<Result<InvoicePage>> {
+    this.reindexed ??= reindexOnce(this.redis, this.clock()).catch((err: unknown) => {
+      this.reindexed = undefined
+      throw err
+    })
+    await this.reindexed
+    return listInvoices(this.redis, projectId, query)
   }
 
   /**
@@ -204,8 +209,10 @@ export class InvoiceService {
       cycleEndAt: cycle.end,
       journal: final.lines.map((line, i) => `${INVOICE_LINES_TABLE}\t${JSON.stringify(journalRow(final.invoice, line, i))}`),
     })
-    if (outcome === 'finalized') (created ? report.created : report.finalized).push(invoiceId)
-    else report.existing++
+    if (outcome === 'finalized') {
+      ;(created ? report.created : report.finalized).push(invoiceId)
+      this.onFinalized?.(final.invoice, final.lines, (start) => invoiceIdOf(projectId, customerId, sub.id, start))
+    } else report.existing++
   }
 
   /** Applies the customer's wallet credits to what the draft leaves due (idempotent per invoice), then totals the invoice. */
@@ -644,33 +651,6 @@ function settlementSourceOf(a: WalletAllocation): SettlementSource {
 function totals(lines: StoredLine[]): Pick<StoredInvoice, 'gross_amount' | 'amount_due' | 'amount_paid' | 'amount_included'> {
   const sum = (field: 'amount' | 'amount_due' | 'amount_paid' | 'amount_included') => lines.reduce((s, l) => s + BigInt(l[field]), 0n).toString()
   return { gross_amount: sum('amount'), amount_due: sum('amount_due'), amount_paid: sum('amount_paid'), amount_included: sum('amount_included') }
-}
-
-/** A ledger amount (decimal integer text) as the spec's integer: a number while exact, else a string of digits (ledgerJson). */
-function ledgerNumber(text: string): number | string {
-  return ledgerJson(BigInt(text))
-}
-
-function toInvoice(i: StoredInvoice): Invoice {
-  return {
-    ...i,
-    gross_amount: ledgerNumber(i.gross_amount),
-    amount_due: ledgerNumber(i.amount_due),
-    amount_paid: ledgerNumber(i.amount_paid),
-    amount_included: ledgerNumber(i.amount_included),
-  }
-}
-
-function toLine(l: StoredLine): Line {
-  const { feature_slug: _f, cycle_start_at: _c, ...rest } = l
-  return {
-    ...rest,
-    quantity: Number(l.quantity),
-    amount: ledgerNumber(l.amount),
-    amount_due: ledgerNumber(l.amount_due),
-    amount_paid: ledgerNumber(l.amount_paid),
-    amount_included: ledgerNumber(l.amount_included),
-  }
 }
 
 /** The `invoice_lines` journal row of a line (every column but inserted_at; money as strings). */

@@ -4,6 +4,8 @@ import type { AggregationMethod, FeatureConfig, FeatureType } from '../catalog/s
 export type InvoiceStatus = 'unpaid' | 'paid' | 'waiting' | 'void' | 'draft' | 'failed'
 export type SettlementSource = 'provider' | 'credit_line' | 'cash_wallet' | 'plan_included' | 'trial' | 'promo' | 'manual'
 export type SettlementStatus = 'due' | 'paid' | 'included'
+/** The source of the wallet credit that paid a line, as answered (src/invoices/answers.ts): the peer API's set, of the values this service gives. */
+export type WalletCreditSource = 'promo' | 'manual' | 'trial'
 /** fee: a flat/package/tier feature priced on the item's units; usage: a metered feature; adjustment: late usage of an earlier cycle. */
 export type LineKind = 'fee' | 'usage' | 'adjustment'
 
@@ -25,9 +27,9 @@ export interface StoredInvoice {
   due_at: number
   past_due_at: number
   issue_date: number
-  /** 0: not handed to a payment provider (yet). */
+  /** 0: not handed to a payment provider (yet); answered null. */
   sent_at: number
-  /** 0: not paid (yet). */
+  /** 0: not paid (yet); answered null. */
   paid_at: number
   gross_amount: string
   amount_due: string
@@ -50,8 +52,9 @@ export interface StoredLine {
   collectable: boolean
   settlement_source: SettlementSource
   settlement_status: SettlementStatus
-  /** '' when no wallet credit settled the line. */
+  /** '' when no wallet credit settled the line (answered null, as are the two below when ''). */
   wallet_credit_id: string
+  /** The allocation's source: the credit's (promo, manual, refund, goodwill, trial), `cash_wallet` for cash; '' when not from the wallet. */
   wallet_credit_source: string
   wallet_id: string
   currency: string
@@ -109,6 +112,19 @@ export interface InvoiceWallet {
     remainingLedger: bigint
     walletId?: string
   }>
+}
+
+/** POST /v1/invoices/list: filters (all must hold), the page size, and where the previous page ended. */
+export interface InvoiceListQuery {
+  customerId?: string
+  status?: InvoiceStatus
+  /** statement_start_at ≥ this (epoch ms). */
+  statementFrom?: number
+  /** statement_start_at < this (epoch ms). */
+  statementTo?: number
+  limit: number
+  /** The previous page's nextCursor. */
+  cursor?: string
 }
 
 /** What one call of closeDueCycles did. */

@@ -13,8 +13,8 @@ export const failedKey = (projectId: string) => `${tag(projectId)}:failed`
 export const failedIndexKey = (projectId: string) => `${tag(projectId)}:failed:index`
 
 /**
- * String, set NX with a TTL: a limit.reached notification was queued for this customer,
- * feature, entitlement and period (`period` is the period's end, or `forever`).
+ * String, set NX with a TTL: a budget.exceeded notification was queued for this budget, limit,
+ * limit amount (a raised limit is another) and period (`period` is the period's end, or `never`).
  */
-export const limitReachedKey = (projectId: string, customerId: string, featureSlug: string, entitlementId: string, period: string) =>
-  `${tag(projectId)}:reached:${entitlementId}:${period}:${featureSlug.length}:${featureSlug}:${customerId}`
+export const budgetExceededKey = (projectId: string, budgetKey: string, limitId: string, amountUnits: string, period: string) =>
+  `${tag(projectId)}:exceeded:${budgetKey.length}:${budgetKey}:${limitId.length}:${limitId}:${amountUnits}:${period}`

@@ -1,61 +1,43 @@
-import { createHash, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { Queue } from 'bullmq'
 import type { Logger } from 'pino'
-import type { Crossed } from '../budgets/types.js'
+import type { Blocked, LimitState } from '../budgets/types.js'
+import type { LimitReachedDecision } from '../entitlements/usage.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
 import { QUEUE_PREFIX } from '../infra/redis/keys.js'
+import type { StoredInvoice, StoredLine } from '../invoices/types.js'
+import { budgetExceededOf, invoiceNotificationsOf, limitReachedOf, notificationIdOf, type LimitReachedSource } from './build.js'
+import { budgetExceededKey } from './keys.js'
+import type { BudgetExceeded, LimitCrossed, Notification } from './types.js'
 
 /** The hash-tagged prefix keeps each BullMQ queue in one Cluster slot, as BullMQ requires there. */
 export const NOTIFICATIONS_QUEUE = 'notifications'
 export const WEBHOOK_DELIVERIES_QUEUE = 'webhook-deliveries'
 
-export const NOTIFICATION_TYPES = ['limit.reached', 'limit.crossed'] as const
-export type NotificationType = (typeof NOTIFICATION_TYPES)[number]
-
-/** A budget limit crossed by a movement (BudgetService onCrossed). */
-export interface LimitCrossed {
-  type: 'limit.crossed'
-  /** `ntf_…`; absent on jobs queued before ids existed (the worker then derives one from the job id). */
-  id?: string
-  projectId: string
-  budgetKey: string
-  crossed: Crossed[]
-  at: number
-}
-
-/** A customer's usage of a feature reached its entitlement limit for the current period. */
-export interface LimitReached {
-  type: 'limit.reached'
-  id: string
-  projectId: string
-  customerId: string
-  featureSlug: string
-  entitlementId: string
-  /** The limit of the period, in the feature's units. */
-  limit: number
-  /** The usage of the period when it was found at or above the limit. */
-  used: number
-  /** The reset interval (month, day, …). */
-  window: string
-  /** When the period ends and usage starts again (epoch ms), or null when it never resets. */
-  resetsAt: number | null
-  at: number
-}
-
-export type Notification = LimitCrossed | LimitReached
-
-/** A notification id derived from a stable name (the same name, the same id). */
-export function notificationIdOf(name: string): string {
-  return 'ntf_' + createHash('sha256').update(name).digest('hex').slice(0, 32)
-}
+export {
+  NOTIFICATION_TYPES,
+  type BudgetExceeded,
+  type InvoiceCreated,
+  type InvoiceUpdated,
+  type LimitCrossed,
+  type LimitReached,
+  type Notification,
+  type NotificationType,
+} from './types.js'
+export { notificationIdOf } from './build.js'
 
 const JOB_OPTIONS = { removeOnComplete: 1000, removeOnFail: 5000, attempts: 5, backoff: { type: 'exponential', delay: 1000 } } as const
+/** How long a budget.exceeded dedup key outlives its period's end (and how long one of a period that never ends lives). */
+const KEEP_AFTER_PERIOD_MS = 7 * 86_400_000
+const FOREVER_TTL_MS = 400 * 86_400_000
 
 /**
  * Queues notifications as BullMQ jobs for the notification worker (src/workers/notifications.ts),
- * which fans each one out to the project's webhook endpoints. Budget crossings are queued after
- * the answer is on its way, never on the request's critical path; a failure to queue them is
- * logged, not raised to the caller.
+ * which fans each one out to the project's webhook endpoints. Notifications of requests (budget
+ * crossings and denials) are queued after the answer is on its way, never on the request's
+ * critical path; a failure to queue them is logged, not raised to the caller. A notification
+ * with a stable id (limit.reached, budget.exceeded, invoice.*) is queued under that job id, so
+ * queuing it twice queues it once while the job is kept.
  */
 export class Notifications {
   private readonly queue: Queue
@@ -77,9 +59,52 @@ export class Notifications {
     this.queue.add(job.type, job, JOB_OPTIONS).catch((err: unknown) => this.logger.error({ err, event: job }, 'could not queue a limit.crossed notification'))
   }
 
-  /** Queues a limit.reached notification; its id is the BullMQ job id, so adding it twice queues it once while the job is kept. */
-  async limitReached(event: LimitReached): Promise<void> {
-    await this.queue.add(event.type, event, { ...JOB_OPTIONS, jobId: event.id })
+  /** Queues the limit.reached of decisions the counting scripts made (the ingest claim, a run's consume). */
+  async limitReached(projectId: string, decisions: readonly LimitReachedDecision[], source: LimitReachedSource): Promise<void> {
+    await this.addAll(decisions.map((d) => limitReachedOf(projectId, d, source)))
+  }
+
+  /**
+   * A budget's hard limit denied an operation: budget.exceeded, once per (budget, limit, limit
+   * amount, period). `SET NX` of a key named by them decides which denial sends it; a failure to
+   * queue deletes the key again (the next denial retries). Never throws (logged).
+   */
+  budgetExceeded(input: {
+    projectId: string
+    budgetKey: string
+    operation: BudgetExceeded['operation']
+    amount: string
+    blocked: Blocked
+    limit: LimitState
+    at: number
+  }): void {
+    const { projectId, budgetKey, blocked, limit } = input
+    const key = budgetExceededKey(projectId, budgetKey, blocked.limitId, String(limit.amount), blocked.resetsAt === null ? 'never' : String(blocked.resetsAt))
+    const ttlMs = blocked.resetsAt === null ? FOREVER_TTL_MS : Math.max(1000, blocked.resetsAt - input.at + KEEP_AFTER_PERIOD_MS)
+    const event = budgetExceededOf(notificationIdOf(key), input)
+    const send = async () => {
+      if ((await this.connection.set(key, String(input.at), 'PX', ttlMs, 'NX')) !== 'OK') return
+      try {
+        await this.addAll([event])
+      } catch (err) {
+        await this.connection.del(key).catch(() => undefined)
+        throw err
+      }
+    }
+    send().catch((err: unknown) => this.logger.error({ err, event }, 'could not queue a budget.exceeded notification'))
+  }
+
+  /**
+   * An invoice was finalized: invoice.created, and invoice.updated for each earlier invoice whose
+   * late usage its adjustment lines bill (`invoiceOfCycle` names the invoice of a cycle start).
+   */
+  async invoiceFinalized(invoice: StoredInvoice, lines: readonly StoredLine[], invoiceOfCycle: (cycleStartAt: number) => string, at: number): Promise<void> {
+    await this.addAll(invoiceNotificationsOf(invoice, lines, invoiceOfCycle, at))
+  }
+
+  private async addAll(events: readonly Notification[]): Promise<void> {
+    if (events.length === 0) return
+    await this.queue.addBulk(events.map((event) => ({ name: event.type, data: event, opts: { ...JOB_OPTIONS, jobId: event.id } })))
   }
 
   async close(): Promise<void> {

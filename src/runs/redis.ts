@@ -158,6 +158,11 @@ export interface ConsumeOutcome {
   run?: RunState
   /** For an accepted consume in a tree leasing from a budget, what the tree consumed so far (minor units). */
   treeConsumed?: string
+  /**
+   * For an accepted consume whose count took the customer's usage of the feature to its limit
+   * for the first time in the period: the script's figures (units of 10^-8), limit.reached.
+   */
+  reached?: { usedUnits: string; limitUnits: string; deniedUntilMs: number }
 }
 
 export async function consumeRun(
@@ -193,7 +198,10 @@ export async function consumeRun(
   if (reason === 'stale_usage') return { reason, cost: 0, usage: String(reply[2]) }
   if (reply.length <= 2) return { reason, cost: 0 }
   const out: ConsumeOutcome = { reason, cost: Number(reply[1]), run: readRun(runId, reply, 2) }
-  if (reply.length > 11) out.treeConsumed = String(reply[11])
+  for (const extra of reply.slice(11)) {
+    if (Array.isArray(extra)) out.reached = { usedUnits: String(extra[0]), limitUnits: String(extra[1]), deniedUntilMs: Number(extra[2]) }
+    else out.treeConsumed = String(extra)
+  }
   return out
 }
 

@@ -6,7 +6,7 @@ import { entitlementsAt } from '../catalog/views.js'
 import type { Clock } from '../kernel/clock.js'
 import type { UsageEventRow } from '../events/types.js'
 import { failure, invalid, success, type Failure, type Result } from '../kernel/errors.js'
-import { prepareEntitlementUsage } from '../entitlements/usage.js'
+import { prepareEntitlementUsage, reachedDecisionOf, type CountedEntitlement, type LimitReachedDecision } from '../entitlements/usage.js'
 import { formatUnits } from '../kernel/money.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
 import { CURRENCIES, DEFAULT_CURRENCY, type WalletCurrency } from '../wallet/types.js'
@@ -49,6 +49,8 @@ interface CustomerPricing {
 interface PricedEvent {
   args: store.ConsumeArgs
   usageKey: string
+  /** The entitlement the consume counts against, when it has one in effect (limit.reached names it). */
+  counted?: CountedEntitlement
 }
 
 const CACHE_MAX = 10_000
@@ -73,11 +75,16 @@ export class RunService {
   /** (project, run, feature) → the run's quantity of a tiered/package feature, as last seen. */
   private readonly usage = new Map<string, string>()
 
-  /** `budgets`: where runs started with budgetKey lease from (without it, budgetKey is 412). */
+  /**
+   * `budgets`: where runs started with budgetKey lease from (without it, budgetKey is 412).
+   * `onLimitReached`: told when a consume's count took the customer's usage of the feature to
+   * its limit for the first time in the period (the script's decision; limit.reached).
+   */
   constructor(
     private readonly redis: RedisClient,
     private readonly clock: Clock,
     private readonly budgets?: BudgetService,
+    private readonly onLimitReached?: (projectId: string, runId: string, decision: LimitReachedDecision) => void,
   ) {}
 
   /** POST /v1/runs/start. */
@@ -243,12 +250,14 @@ export class RunService {
     }
     const usageRow = usageRowOf(projectId, index.customerId, runId, input, pricing, quantity, now)
     // The quantity against the customer's grants (src/entitlements): checked, and counted when accepted, in the same script.
-    const counting =
+    const counted =
       entitlement && state.view
-        ? prepareEntitlementUsage(projectId, { view: state.view, flags: state.flags }, input.featureSlug, quantity, now, 'check', usageRow.ts_ms)?.args
+        ? prepareEntitlementUsage(projectId, { view: state.view, flags: state.flags }, input.featureSlug, quantity, now, 'check', usageRow.ts_ms)
         : undefined
+    const counting = counted?.args
     return success({
       usageKey,
+      ...(counted ? { counted } : {}),
       args: {
         idempotencyKey: input.idempotencyKey,
         featureSlug: input.featureSlug,
@@ -272,6 +281,7 @@ export class RunService {
   private async consumed(projectId: string, reason: ConsumeReason, applied: store.ConsumeOutcome, priced: PricedEvent): Promise<ConsumeResponse> {
     if (reason === 'accepted' && priced.args.mode === 'set') bounded(this.usage, priced.usageKey, priced.args.usageAfter)
     const run = applied.run!
+    if (applied.reached && priced.counted) this.onLimitReached?.(projectId, run.runId, reachedDecisionOf(priced.counted, applied.reached))
     if (run.lease && applied.treeConsumed !== undefined && applied.cost > 0) {
       // The tree's consumption so far into the budget: a second round trip (another slot). A
       // report that fails is repaired by the next one or by the end's settlement (each carries
@@ -395,6 +405,9 @@ function usageRowOf(
     value: formatUnits(quantity),
     properties: JSON.stringify(input.properties ?? {}),
     ts_ms: input.timestamp ?? now,
+    // Written only when the consume accepted the usage (a refused consume is answered so, and stores nothing).
+    status: 'accepted',
+    decision: `consume:${runId}`,
   }
 }
 
@@ -404,14 +417,15 @@ export function toRun(r: store.RunState): Run {
     status: r.status,
     customerId: r.meta.customerId,
     currency: r.currency,
-    workloadId: r.meta.workloadId,
-    traceId: r.meta.traceId,
-    parentRunId: r.meta.parentRunId,
+    // Stored as "" when not given (the run's meta and its idempotency fingerprint); answered null.
+    workloadId: r.meta.workloadId === '' ? null : r.meta.workloadId,
+    traceId: r.meta.traceId === '' ? null : r.meta.traceId,
+    parentRunId: r.meta.parentRunId === '' ? null : r.meta.parentRunId,
     workloadType: r.meta.workloadType,
     budgetAmountMinor: r.budget,
     consumedAmountMinor: r.consumed,
     remainingAmountMinor: r.budget - r.consumed - r.childHeld,
-    endedAt: r.status === 'running' ? 0 : r.endedAt,
+    ...(r.status === 'running' ? {} : { endedAt: r.endedAt }),
     startedAt: r.meta.startedAt,
     expiresAt: r.deadline,
     ...(r.lease ? { budgetKey: r.lease.budgetKey, leaseId: `l_${r.lease.number}` } : {}),

@@ -26,14 +26,18 @@ export const RunSchema = Type.Object(
     status: Type.Union(RUN_STATUSES.map((s) => Type.Literal(s))),
     customerId: Type.String(),
     currency: Type.String(),
-    workloadId: Type.String({ description: '"" when not given.' }),
-    traceId: Type.String({ description: '"" when not given.' }),
-    parentRunId: Type.String({ description: '"" for a root run (it reserves from the wallet).' }),
+    workloadId: Type.Union([Type.String(), Type.Null()], { description: 'null when not given.' }),
+    traceId: Type.Union([Type.String(), Type.Null()], { description: 'null when not given.' }),
+    parentRunId: Type.Union([Type.String(), Type.Null()], { description: 'null for a root run (it reserves from the wallet or a budget).' }),
     workloadType: Type.String({ description: 'Default `agent`.' }),
     budgetAmountMinor: Type.Integer({ description: 'Reserved, in minor currency units (cents for USD).' }),
     consumedAmountMinor: Type.Integer({ description: 'Consumed by the run and by its ended children.' }),
     remainingAmountMinor: Type.Integer({ description: 'budget − consumed − what running children hold.' }),
-    endedAt: Type.Integer({ description: 'Epoch ms when the run ended; 0 while it runs (the spec types it as an integer, never null).' }),
+    endedAt: Type.Optional(
+      Type.Integer({
+        description: 'Epoch ms when the run ended; absent while it runs (the spec types it as an integer, so it is never null nor a 0 placeholder).',
+      }),
+    ),
     startedAt: Type.Integer({ description: 'Epoch ms (our addition).' }),
     expiresAt: Type.Integer({ description: 'The deadline, epoch ms: a run still running then is expired (our addition).' }),
     budgetKey: Type.Optional(

@@ -188,7 +188,7 @@ function toBalance(w: store.WalletSnapshot): WalletBalance {
     held: toAmount(w.held, currency),
     credits: w.credits.map((c) => ({
       id: c.id,
-      source: c.source,
+      source: c.source as CreditSource,
       issued: toAmount(c.issued, currency),
       available: toAmount(c.available, currency),
       created_at: iso(c.createdAtMs),

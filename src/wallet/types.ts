@@ -21,6 +21,7 @@ export type CreditSource = (typeof CREDIT_SOURCES)[number]
 export const CreditSourceSchema = Type.Union(
   CREDIT_SOURCES.map((s) => Type.Literal(s)),
   {
+    $id: 'CreditSource',
     description:
       'promo: a promotion; manual: granted by an operator; refund: money given back as credit; goodwill: a service credit; trial: credit of a trial.',
   },
@@ -50,7 +51,7 @@ const IsoDateTime = Type.String({ pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}
 export const CreditSchema = Type.Object(
   {
     id: Type.String(),
-    source: Type.String({ description: 'promo, manual, refund, goodwill or trial.' }),
+    source: CreditSourceSchema,
     issued: AmountSchema,
     available: AmountSchema,
     created_at: IsoDateTime,

@@ -5,7 +5,7 @@ import type { Logger } from 'pino'
 import type { DeadLetterData } from '../events/deadLetters.js'
 import { BATCH_JOB, DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX } from '../events/queue.js'
 import { CatalogReads } from '../catalog/service.js'
-import { countsOfEvents, type EventRowFeature } from '../entitlements/usage.js'
+import { countsOfEvents, reachedDecisionOf, type EventRowFeature, type LimitReachedDecision } from '../entitlements/usage.js'
 import { claimEvents } from '../events/redis.js'
 import { toRows } from '../events/rows.js'
 import type { EventSink, IngestJobData, UsageEvent, UsageEventRow } from '../events/types.js'
@@ -33,10 +33,12 @@ export interface IngestWorkerOptions {
   ingestQueue?: string
   deadLetterQueue?: string
   /**
-   * Runs after a batch is inserted, with its rows: the limit check of limit.reached
-   * (src/notifications/limits.ts). A throw is logged; the batch stays inserted and completed.
+   * Told, right after a claim, of the counts that took a customer's usage of a feature to its
+   * limit (the script's decision: exact used, limit and period; src/notifications/README.md,
+   * limit.reached). Called before the insert: a retried batch's claim decides nothing again. A
+   * throw is logged, never retried (the decision stands; that notification is lost).
    */
-  afterInsert?: (rows: UsageEventRow[]) => Promise<unknown>
+  onLimitReached?: (projectId: string, decisions: LimitReachedDecision[]) => Promise<unknown>
 }
 
 export interface MergeOptions {
@@ -92,25 +94,34 @@ function dedupTokenOf(parts: readonly InsertPart[]): string {
  */
 const MAX_STALLS = 10
 
+/** An event this batch owns: the features its rows name, and those whose entitlement refused it. */
+interface OwnedEvent {
+  event: UsageEvent
+  features: EventRowFeature[]
+  refused: ReadonlySet<string>
+}
+
 /**
  * The events of a batch that this batch owns, per project (one claim script per project), with
  * the feature each one's row names. The claim also counts each newly claimed event's usage
  * against its customer's entitlements (src/entitlements/README.md), from the customers' read
- * documents (one pipelined read per project).
+ * documents (one pipelined read per project), and says which features refused it; the counts
+ * that reached a limit go to `onLimitReached` at once.
  */
 async function ownedEvents(
   connection: RedisClient,
   catalog: CatalogReads,
   batchId: string,
   events: UsageEvent[],
-): Promise<{ event: UsageEvent; features: EventRowFeature[] }[]> {
+  onLimitReached: (projectId: string, decisions: LimitReachedDecision[]) => Promise<void>,
+): Promise<OwnedEvent[]> {
   const byProject = new Map<string, UsageEvent[]>()
   for (const e of events) (byProject.get(e.projectId) ?? byProject.set(e.projectId, []).get(e.projectId)!).push(e)
-  const owned = new Map<UsageEvent, EventRowFeature[]>()
+  const owned = new Map<UsageEvent, OwnedEvent>()
   for (const [projectId, list] of byProject) {
     const customers = await catalog.customers(projectId, [...new Set(list.map((e) => e.customerId))])
     const { counts, rows } = countsOfEvents(list, customers)
-    const ids = await claimEvents(
+    const claim = await claimEvents(
       connection,
       projectId,
       batchId,
@@ -118,11 +129,17 @@ async function ownedEvents(
       Date.now(),
       counts,
     )
-    list.forEach((e, i) => {
-      if (ids.has(e.eventId)) owned.set(e, rows[i]!)
+    list.forEach((event, i) => {
+      const refused = claim.owned.get(event.eventId)
+      if (refused) owned.set(event, { event, features: rows[i]!, refused })
     })
+    if (claim.reached.length > 0)
+      await onLimitReached(
+        projectId,
+        claim.reached.map((r) => reachedDecisionOf(r.count, r)),
+      )
   }
-  return events.filter((e) => owned.has(e)).map((event) => ({ event, features: owned.get(event)! }))
+  return events.filter((e) => owned.has(e)).map((event) => owned.get(event)!)
 }
 
 /**
@@ -152,11 +169,9 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
     // The first start of a batch that is no replay cannot find any of its owned events stored
     // (no other batch inserts them), so the sink may skip looking: half the insert's cost.
     await sink.insertEvents(rows, dedupTokenOf(parts), { firstAttempt: parts.every((p) => p.firstAttempt) })
-    if (options.afterInsert) {
-      await options
-        .afterInsert(rows)
-        .catch((err: unknown) => logger.error({ err, batchIds: parts.map((p) => p.batchId) }, 'the check after an inserted batch failed'))
-    }
+  }
+  const onLimitReached = async (projectId: string, decisions: LimitReachedDecision[]): Promise<void> => {
+    await options.onLimitReached?.(projectId, decisions).catch((err: unknown) => logger.error({ err, projectId, decisions }, 'could not queue limit.reached'))
   }
   // First attempts share inserts; a failed insert fails every job in it, and each retries alone
   // (below), so a job the sink keeps refusing cannot drag other jobs to the dead-letter queue.
@@ -171,7 +186,8 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
   const processJob = async (job: Job<IngestJobData>): Promise<{ rows: number; deadLettered?: true }> => {
     const { batchId, events } = job.data
     try {
-      const rows = (await ownedEvents(connection, catalog, batchId, events)).flatMap(({ event, features }) => toRows(event, features))
+      const owned = await ownedEvents(connection, catalog, batchId, events, onLimitReached)
+      const rows = owned.flatMap(({ event, features, refused }) => toRows(event, features, refused))
       const part: InsertPart = { batchId, rows, firstAttempt: job.attemptsStarted === 1 && job.data.replay !== true }
       if (rows.length > 0) await (part.firstAttempt ? merged.submit(part) : insert([part]))
       return { rows: events.length }

@@ -116,8 +116,22 @@ describe.each([['server'], ['embedded']] as const)('ClickHouse store: %s', (kind
       gw.clock.advance(60_000)
       const month = await drained(key, 'acme', '30d', (rows) => total(rows) === 1250 + 250.5 + 3 + 1000)
       expect(month).toEqual([
-        { project_id: projectId, feature_slug: 'api-calls', usage: 3, spending: { amount: '0', currency: 'USD', display_amount: '$0' }, customer_id: 'acme' },
-        { project_id: projectId, feature_slug: 'tokens', usage: 2500.5, spending: { amount: '0', currency: 'USD', display_amount: '$0' }, customer_id: 'acme' },
+        {
+          project_id: projectId,
+          feature_slug: 'api-calls',
+          usage: 3,
+          refused: 0,
+          spending: { amount: '0', currency: 'USD', display_amount: '$0' },
+          customer_id: 'acme',
+        },
+        {
+          project_id: projectId,
+          feature_slug: 'tokens',
+          usage: 2500.5,
+          refused: 0,
+          spending: { amount: '0', currency: 'USD', display_amount: '$0' },
+          customer_id: 'acme',
+        },
       ])
       expect(perFeature(await usage(key, 'acme', '7d'))).toEqual({ 'api-calls': 3, tokens: 1500.5 })
       expect(perFeature(await usage(key, 'acme', '24h'))).toEqual({ 'api-calls': 2, tokens: 1500.5 })
@@ -242,7 +256,14 @@ describe.each([['server'], ['embedded']] as const)('ClickHouse store: %s', (kind
       })
       // Spending is now priced from the plan: 140 tokens at $0.01 each (unit pricing) = $1.40.
       expect(await usage(key, 'fc', '30d')).toEqual([
-        { project_id: projectId, feature_slug: 'tokens', usage: 140, spending: { amount: '1.4', currency: 'USD', display_amount: '$1.40' }, customer_id: 'fc' },
+        {
+          project_id: projectId,
+          feature_slug: 'tokens',
+          usage: 140,
+          refused: 0,
+          spending: { amount: '1.4', currency: 'USD', display_amount: '$1.40' },
+          customer_id: 'fc',
+        },
       ])
     })
   })

@@ -832,7 +832,7 @@ describe('the example catalog (examples/ai-api-catalog.json)', () => {
         'always',
         [
           ['promotion', 2_000_000],
-          ['subscription', Number.MAX_SAFE_INTEGER],
+          ['subscription', null], // no limit: null (README.md, "Shapes")
         ],
       ],
       ['run-budget', 'last-call', [['subscription', 100_000]]],

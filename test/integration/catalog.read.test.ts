@@ -8,11 +8,11 @@ import type { Static, TSchema } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { BudgetService } from '../../src/budgets/service.js'
-import { FOREVER_MS } from '../../src/catalog/cycles.js'
 import {
   EntitlementsGetResponseSchema,
   EntitlementsListResponseSchema,
   FeaturesListResponseSchema,
+  PlanVersionGetResponseSchema,
   PlanVersionSchema,
   PlanVersionsListResponseSchema,
   SubscriptionSchema,
@@ -32,6 +32,8 @@ const MARCH_15 = Date.UTC(2025, 2, 15, 12)
 
 /** What the example lacks for the filters of 4.10: a published enterprise version, yearly, in EUR; and a customer in a trial. */
 const EXTRA = {
+  // A feature counting its events (no meterConfig: a count of events named like it) and with no description.
+  features: [{ slug: 'calls', title: 'Calls', unitOfMeasure: 'calls' }],
   planVersions: [
     {
       plan: 'enterprise',
@@ -138,9 +140,10 @@ describe('POST /v1/access/entitlements/list', () => {
     const tokens = res.body[1]!
     expect(tokens.featurePlanVersion).toMatchObject({ type: 'feature', featureType: 'usage', config: { usageMode: 'tier', tierMode: 'graduated' } })
     expect(tokens.featurePlanVersion.config.tiers!.map((t) => [t.firstUnit, t.lastUnit, t.unitPrice.displayAmount])).toEqual([
-      [1, 1_000_000, '$0'],
-      [1_000_001, 50_000_000, '$0.000002'],
-      [50_000_001, null, '$0.0000015'],
+      // Plain decimals, as the peer API sends them (README.md, "Shapes").
+      [1, 1_000_000, '0'],
+      [1_000_001, 50_000_000, '0.000002'],
+      [50_000_001, null, '0.0000015'],
     ])
     expect(tokens.featurePlanVersion.config.tiers![1]!.unitPrice.dinero).toEqual({ amount: 2, currency: { code: 'USD', base: 10, exponent: 2 }, scale: 6 })
     expect(tokens.featurePlanVersion.meterConfig).toMatchObject({
@@ -154,6 +157,15 @@ describe('POST /v1/access/entitlements/list', () => {
       ['promotion', 80],
       ['subscription', 20],
     ])
+    // Pro's tokens have no limit: null, never a far-away number, and so the usage's limit and remaining; no end: null.
+    expect(tokens.featurePlanVersion.limit).toBeNull()
+    expect(tokens.grants!.map((g) => [g.allowanceUnits, g.expiresAt])).toEqual([
+      [2_000_000, Date.UTC(2030, 0, 1)],
+      [null, null],
+    ])
+    expect(tokens.metadata.usage).toMatchObject({ usage: '0', limit: null, remaining: null })
+    expect(res.body[2]!.featurePlanVersion.limit).toBe(100_000) // run-budget: a limit of 100,000 a day
+    expect(tokens.featurePlanVersion.feature.description).toBe('Input and output tokens of completions')
   })
 
   test('an entitlement from a grant outside any subscription, beside the subscription ones', async () => {
@@ -170,7 +182,7 @@ describe('POST /v1/access/entitlements/list', () => {
       overageStrategy: 'last-call',
       subscriptionPhase: {},
     })
-    expect(standalone[0]!.grants).toEqual([expect.objectContaining({ id: 'grant_globex_runs', type: 'addon', allowanceUnits: 2000, expiresAt: FOREVER_MS })])
+    expect(standalone[0]!.grants).toEqual([expect.objectContaining({ id: 'grant_globex_runs', type: 'addon', allowanceUnits: 2000, expiresAt: null })])
     expect(res.body.filter((e) => e.subscriptionId === 'sub_globex').map((e) => e.featurePlanVersion.feature.slug)).toEqual(['seats', 'tokens', 'run-budget'])
   })
 
@@ -236,7 +248,7 @@ describe('POST /v1/subscriptions/get', () => {
       currentCycleStartAt: Date.UTC(2025, 2, 1),
       currentCycleEndAt: Date.UTC(2025, 3, 1),
       renewAt: Date.UTC(2025, 3, 1),
-      endAt: FOREVER_MS,
+      endAt: null,
       metadata: { dates: { lastChangeAt: Date.UTC(2025, 1, 1) } },
       project: { enabled: true },
       customer: { active: true },
@@ -245,7 +257,7 @@ describe('POST /v1/subscriptions/get', () => {
     expect(phase).toMatchObject({
       subscriptionId: 'sub_acme',
       startAt: Date.UTC(2025, 1, 1),
-      endAt: FOREVER_MS,
+      endAt: null,
       billingAnchor: 1,
       trialUnits: 0,
       metadata: { reason: 'upgrade' },
@@ -358,8 +370,11 @@ describe('GET /v1/plan-versions/get/:planVersionId', () => {
     const res = await gw.get(`/v1/plan-versions/get/${pro.id}`, apiKey)
     expect(res.status).toBe(200)
     expectShape(getPlanVersion.response, res.body)
-    expectShape(PlanVersionSchema, res.body)
-    expect(res.body).toMatchObject({
+    expectShape(PlanVersionGetResponseSchema, res.body)
+    expect(Object.keys(res.body)).toEqual(['planVersion'])
+    const planVersion = res.body.planVersion
+    expectShape(PlanVersionSchema, planVersion)
+    expect(planVersion).toMatchObject({
       id: pro.id,
       status: 'published',
       currency: 'USD',
@@ -368,8 +383,16 @@ describe('GET /v1/plan-versions/get/:planVersionId', () => {
       plan: { slug: 'pro' },
       flatPrice: '$20',
     })
-    expect(res.body.planFeatures).toHaveLength(3)
-    expect(res.body.configHash).toMatch(/^[0-9a-f]{64}$/)
+    expect(planVersion.configHash).toMatch(/^[0-9a-f]{64}$/)
+    // The full feature configs (the list variant drops type, featureType, usageMode and tierMode), with displayFeatureText.
+    expect(planVersion.planFeatures).toHaveLength(3)
+    const tokens = planVersion.planFeatures.find((f) => f.feature.slug === 'tokens')!
+    expect(tokens).toMatchObject({ type: 'feature', featureType: 'usage', config: { usageMode: 'tier', tierMode: 'graduated' }, limit: null })
+    expect(tokens.displayFeatureText).toContain('$0.000002')
+    expect(tokens.config.tiers!.map((t) => t.unitPrice.displayAmount)).toEqual(['0', '0.000002', '0.0000015'])
+    const listed = pro.planFeatures.find((f: any) => f.feature.slug === 'tokens')
+    expect(listed).not.toHaveProperty('featureType')
+    expect(listed.limit).toBeNull()
   })
 
   test("a draft, an unknown id, and another project's version are 404", async () => {
@@ -394,11 +417,19 @@ describe('GET /v1/features/list', () => {
       ['seats', 1, 'seats'],
       ['tokens', 2, 'tokens'],
       ['run-budget', 3, 'usd_cents'],
+      ['calls', 4, 'calls'],
     ])
     for (const f of res.body.features) {
       expect(f).not.toHaveProperty('createdAtM')
       expect(f).not.toHaveProperty('updatedAtM')
     }
+    // calls counts events: no aggregationField at all (never ""); no description: null (never "").
+    expect(res.body.features.map((f) => [f.meterConfig.aggregationMethod, f.meterConfig.aggregationField ?? 'absent', f.description])).toEqual([
+      ['latest', 'seats', 'People in the workspace'],
+      ['sum', 'total_tokens', 'Input and output tokens of completions'],
+      ['sum', 'cost_cents', 'What agent runs may spend, in US cents'],
+      ['count', 'absent', null],
+    ])
   })
 
   test('a project without a catalog has no features', async () => {

@@ -109,8 +109,8 @@ describe.each(backends)('ClickHouse store: %s', (kind) => {
       toDay: '2026-11-30',
     })
     expect(days).toEqual([
-      { day: '2026-11-10', feature_slug: 'tokens', value: '1.75', count: 2 },
-      { day: '2026-11-11', feature_slug: 'tokens', value: '2.00000001', count: 2 },
+      { day: '2026-11-10', feature_slug: 'tokens', value: '1.75', count: 2, refusedValue: '0', refusedCount: 0 },
+      { day: '2026-11-11', feature_slug: 'tokens', value: '2.00000001', count: 2, refusedValue: '0', refusedCount: 0 },
     ])
     const [hourly] = await store.query<{ v: string; n: string }>(
       `SELECT toString(sum(value_sum)) AS v, sum(event_count) AS n FROM usage_hourly WHERE customer_id = 'c-retry'`,
@@ -205,11 +205,11 @@ describe.each(backends)('ClickHouse store: %s', (kind) => {
       { ...event('sink-1', { customer_id: 'c-sink' }), value: 3 },
       { ...event('sink-2', { customer_id: 'c-sink' }), value: 1e-7 },
       { ...event('sink-3', { customer_id: 'c-sink' }), value: 0.1 },
-    ]
+    ].map((r) => ({ ...r, status: 'accepted' as const, decision: 'claim' }))
     await sink.insertEvents(rows, 'batch-sink')
     await sink.insertEvents(rows, 'batch-sink')
     const days = await dailyUsage(store, { projectId: 'p1', customerId: 'c-sink', fromDay: '2026-11-10', toDay: '2026-11-10' })
-    expect(days).toEqual([{ day: '2026-11-10', feature_slug: 'tokens', value: '3.1000001', count: 3 }])
+    expect(days).toEqual([{ day: '2026-11-10', feature_slug: 'tokens', value: '3.1000001', count: 3, refusedValue: '0', refusedCount: 0 }])
   })
 
   it('looks up long keys in several queries and still skips every stored one', async () => {

@@ -323,9 +323,17 @@ describe("the claim's count and the reset periods", () => {
     )
     expect(counts).toHaveLength(6)
     const ids = events.map((x) => x.eventId)
-    expect([...(await claimEvents(redis, project, 'b1', ids, Date.now(), counts))]).toEqual(ids)
-    expect([...(await claimEvents(redis, project, 'b1', ids, Date.now(), counts))]).toEqual(ids)
-    expect([...(await claimEvents(redis, project, 'b2', ids, Date.now(), counts))]).toEqual([])
+    const first = await claimEvents(redis, project, 'b1', ids, Date.now(), counts)
+    expect([...first.owned]).toEqual(ids.map((id) => [id, new Set()]))
+    // The third completion takes completions (last-call, limit 3) to its limit: that count is the limit.reached decision.
+    expect(first.reached.map((r) => [r.count.event, r.count.args[0], r.usedUnits, r.limitUnits, r.deniedUntilMs])).toEqual([
+      [2, 'completions', '300000000', '300000000', FEB_1_NY],
+    ])
+    const retried = await claimEvents(redis, project, 'b1', ids, Date.now(), counts)
+    expect([...retried.owned.keys()]).toEqual(ids)
+    expect(retried.reached).toEqual([])
+    const other = await claimEvents(redis, project, 'b2', ids, Date.now(), counts)
+    expect([...other.owned.keys()]).toEqual([])
     const listed = await new EntitlementService(redis, clock).listEntitlements(project, 'fresh')
     if (!listed.ok) throw new Error(JSON.stringify(listed))
     const bySlug = Object.fromEntries(listed.value.map((x) => [x.featurePlanVersion.feature.slug, x.metadata.usage]))

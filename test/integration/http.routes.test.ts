@@ -72,6 +72,7 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'paymentMethods.list': (ctx) => ({ customerId: ctx.customerId }),
   'invoices.get': () => undefined,
   'invoices.close': (ctx) => ({ customerId: ctx.customerId }),
+  'invoices.list': (ctx) => ({ customerId: ctx.customerId, limit: 5 }),
   'runs.start': (ctx) => ({ customerId: ctx.customerId, budgetAmountMinor: 100, idempotencyKey: 'common-run-2' }),
   'runs.consume': () => ({ featureSlug: 'common-calls', idempotencyKey: 'common-consume' }),
   'runs.end': () => ({ status: 'completed' }),

@@ -251,8 +251,8 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
       issue_date: NOV + HOUR_MS,
       due_at: NOV + HOUR_MS,
       past_due_at: NOV + HOUR_MS + 7 * 86_400_000,
-      sent_at: 0,
-      paid_at: 0,
+      sent_at: null,
+      paid_at: null,
       gross_amount: gross,
       amount_due: gross,
       amount_paid: 0,
@@ -265,7 +265,9 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
         collectable: true,
         amount_due: l.amount,
         amount_paid: 0,
-        wallet_credit_id: '',
+        wallet_credit_id: null,
+        wallet_credit_source: null,
+        wallet_id: null,
         currency: 'USD',
         created_at: new Date(NOV + HOUR_MS).toISOString(),
       })
@@ -331,10 +333,10 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     expect(nov.lines.map((l) => [l.kind, l.amount, l.settlement_source, l.settlement_status, l.wallet_credit_id, l.quantity])).toEqual([
       // December's seats (in advance): $50 of the $60 paid by the promo credit, the rest due.
       ['fee', 5000000000, 'promo', 'paid', creditId, 3],
-      ['fee', 1000000000, 'provider', 'due', '', 0],
+      ['fee', 1000000000, 'provider', 'due', null, 0],
       // November's calls: $5 included, $10 due.
-      ['usage', 500000000, 'plan_included', 'included', '', 1500],
-      ['usage', 1000000000, 'provider', 'due', '', 0],
+      ['usage', 500000000, 'plan_included', 'included', null, 1500],
+      ['usage', 1000000000, 'provider', 'due', null, 0],
     ])
     expect(nov.lines[0]).toMatchObject({ amount_paid: 5000000000, amount_due: 0, wallet_credit_source: 'promo', wallet_id: 'globex', collectable: false })
     expect(nov.lines[2]).toMatchObject({ amount_included: 500000000, amount_due: 0, collectable: false })
@@ -356,9 +358,10 @@ describe.each([['server'], ['embedded']] as const)('invoices, ClickHouse store: 
     await withWallet.closeDueCycles(p3, JAN + HOUR_MS)
     const dec = await read(globex(DEC), k3)
     expect(dec.invoice).toMatchObject({ status: 'paid', paid_at: JAN + HOUR_MS, amount_due: 0, gross_amount: 6000000000, amount_paid: 6000000000 })
-    expect(dec.lines.map((l) => [l.kind, l.settlement_source, l.settlement_status, l.wallet_credit_source])).toEqual([
-      ['fee', 'cash_wallet', 'paid', 'cash_wallet'],
-      ['usage', 'provider', 'due', ''],
+    // Cash is no credit: no credit id or source, but the wallet that paid.
+    expect(dec.lines.map((l) => [l.kind, l.settlement_source, l.settlement_status, l.wallet_credit_id, l.wallet_credit_source, l.wallet_id])).toEqual([
+      ['fee', 'cash_wallet', 'paid', null, null, 'globex'],
+      ['usage', 'provider', 'due', null, null, null],
     ])
     const balance = await wallet.balance(p3, 'globex')
     expect(balance.ok && balance.value.available.ledger_amount).toBe(100_000_000_000 - 6_000_000_000)

@@ -1,8 +1,9 @@
-// limit.reached end to end: usage recorded over HTTP → the gateway's in-process ingest worker →
-// ClickHouse (the test clickhouse-server 18.16 in a throwaway database, and chDB) → the limit check after the batch
-// (the customer's entitlement limit and period usage, as the forecast computes them) → the
-// notification queue → a signed webhook to a real receiver on 127.0.0.1. The gateway has
-// ingest and notification queues of its own (other suites share the test Redis).
+// limit.reached end to end: usage recorded over HTTP → the gateway's in-process ingest worker,
+// whose claim counts each event against the customer's entitlement and, for the count that takes
+// usage to the limit, reports the decision → the notification queue → a signed webhook to a real
+// receiver on 127.0.0.1; the rows go to ClickHouse (the test clickhouse-server 18.16 in a
+// throwaway database, and chDB). The gateway has ingest and notification queues of its own
+// (other suites share the test Redis). More cases: notifications.decision.test.ts.
 import { randomBytes } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import os from 'node:os'
@@ -118,9 +119,9 @@ describe.each([['server'], ['embedded']] as const)('limit.reached, ClickHouse st
       })
     }
 
-    // 60 of 100: nothing. (Events at the clock's time; the check counts up to the batch's latest event.)
+    // 60 of 100: nothing.
     await record('lc', 'tokens', 'a1', 60)
-    await record('other', 'tokens', 'o1', 150) // another customer: its own notification
+    await record('other', 'tokens', 'o1', 100) // another customer: its own notification
     await record('lc', 'calls', 'c1', 1_000_000) // a feature without a limit: none
     gw.clock.advance(1)
     await drained('lc', 60)
@@ -140,12 +141,12 @@ describe.each([['server'], ['embedded']] as const)('limit.reached, ClickHouse st
     expect(payload).toMatchObject({
       type: 'limit.reached',
       projectId,
-      data: { customerId: 'lc', featureSlug: 'tokens', limit: 100, used: 100, window: 'month', resetsAt: RESETS_AT },
+      data: { customerId: 'lc', featureSlug: 'tokens', limit: 100, used: 100, window: 'month', resetsAt: RESETS_AT, denied: true, source: 'ingest' },
     })
     expect(payload.data.entitlementId).toMatch(/^ent_/)
     expect(payload.id).toMatch(/^ntf_[0-9a-f]{32}$/)
 
-    // More usage, single and batch, and a retried event: no second notification this period.
+    // More usage (refused: overage none at the limit), single and batch, and a retried event: no second notification this period.
     await record('lc', 'tokens', 'a3', 5)
     await gw.post(
       '/v1/usage/record-batch',
@@ -158,19 +159,6 @@ describe.each([['server'], ['embedded']] as const)('limit.reached, ClickHouse st
       apiKey,
     )
     gw.clock.advance(1)
-    await drained('lc', 112)
-    // The limit check of the same period, run again directly (as a retried batch or a restarted worker would): nothing more.
-    const { LimitChecker } = await import('../../src/notifications/limits.js')
-    const again = new LimitChecker({
-      redis: gw.redis,
-      analytics: gw.services.analytics,
-      queue: async () => {
-        throw new Error('must not queue')
-      },
-      clock: gw.clock,
-      logger: gw.logger,
-    })
-    expect(await again.check(projectId, 'lc', 'tokens', gw.clock())).toBe(false)
     await untilQueuesIdle(gw.redis, [`test-limits-${kind}-${suffix}`, process.env.METERING_NOTIFICATIONS_QUEUE!, process.env.METERING_WEBHOOK_QUEUE!]) // ingest, checks and deliveries done
     const lc = ofProject().filter((x) => JSON.parse(x.body).data.customerId === 'lc')
     expect(lc).toHaveLength(1)

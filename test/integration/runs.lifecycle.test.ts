@@ -76,15 +76,16 @@ describe('run lifecycle', () => {
       currency: 'USD',
       workloadId: 'wl-1',
       traceId: 'tr-1',
-      parentRunId: '',
+      // A root run has no parent: null; a running run has no end: endedAt absent (README.md, "Shapes").
+      parentRunId: null,
       workloadType: 'agent',
       budgetAmountMinor: 5000,
       consumedAmountMinor: 0,
       remainingAmountMinor: 5000,
-      endedAt: 0,
       startedAt: T,
       expiresAt: T + 15 * 60_000,
     })
+    expect(run).not.toHaveProperty('endedAt')
     let w = await s.wallet()
     expect([w.available.amount, w.held.amount, w.held.display_amount]).toEqual(['50', '50', '$50.00'])
 
@@ -134,6 +135,8 @@ describe('run lifecycle', () => {
       value: '900',
       properties: '{"tokens":900}',
       ts_ms: T,
+      status: 'accepted',
+      decision: `consume:${run.runId}`,
     })
   })
 
@@ -225,6 +228,8 @@ describe('child runs', () => {
     const s = await setup('20')
     const root = await started(await s.start({ budgetAmountMinor: 1000, idempotencyKey: 'root' }))
     const child = await started(await s.start({ budgetAmountMinor: 500, idempotencyKey: 'child', parentRunId: root.runId }))
+    // Not given: null, never "".
+    expect([root.parentRunId, child.parentRunId, child.workloadId, child.traceId]).toEqual([null, root.runId, null, null])
     const grand = await started(await s.start({ budgetAmountMinor: 200, idempotencyKey: 'grand', parentRunId: child.runId }))
     const great = await started(await s.start({ budgetAmountMinor: 100, idempotencyKey: 'great', parentRunId: grand.runId, ttlMs: 3_600_000 }))
     expect(great.expiresAt).toBe(root.expiresAt) // never outlives its ancestors

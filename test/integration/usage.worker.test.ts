@@ -159,7 +159,16 @@ describe('ingest worker', () => {
     expect(rows).toHaveLength(751)
     expect(new Set(rows.map((row) => row.event_id)).size).toBe(751)
     const s7 = rows.find((row) => row.event_id === 's-7')!
-    expect(s7).toMatchObject({ project_id: project, customer_id: 'c-2', event_slug: 'llm.call', feature_slug: 'llm.call', value: 7, properties: '{"value":7}' })
+    expect(s7).toMatchObject({
+      project_id: project,
+      customer_id: 'c-2',
+      event_slug: 'llm.call',
+      feature_slug: 'llm.call',
+      value: 7,
+      properties: '{"value":7}',
+      status: 'accepted',
+      decision: 'claim',
+    })
     expect(rows.filter((row) => row.event_id.startsWith('ik_')).every((row) => row.value === 0.5)).toBe(true)
     expect(rows.find((row) => row.event_slug === 'plain')).toMatchObject({ value: 1, properties: '{}' })
   })

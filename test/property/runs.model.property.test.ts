@@ -104,7 +104,9 @@ class Model {
 }
 
 function view(r: MRun) {
-  return { status: r.status, budget: r.budget, consumed: r.consumed, remaining: r.budget - r.consumed - r.childHeld, endedAt: r.endedAt, expiresAt: r.deadline }
+  // endedAt is absent while the run runs (README.md, "Shapes").
+  const endedAt = r.status === 'running' ? {} : { endedAt: r.endedAt }
+  return { status: r.status, budget: r.budget, consumed: r.consumed, remaining: r.budget - r.consumed - r.childHeld, ...endedAt, expiresAt: r.deadline }
 }
 function seen(r: Run) {
   return {
@@ -112,7 +114,7 @@ function seen(r: Run) {
     budget: r.budgetAmountMinor,
     consumed: r.consumedAmountMinor,
     remaining: r.remainingAmountMinor,
-    endedAt: r.endedAt,
+    ...('endedAt' in r ? { endedAt: r.endedAt } : {}),
     expiresAt: r.expiresAt,
   }
 }

@@ -49,10 +49,46 @@ describe('shaping usage rows', () => {
       ],
     })
     expect(rows).toEqual([
-      { project_id: 'p1', feature_slug: 'api-calls', usage: 3, spending: { amount: '0', currency: 'USD', display_amount: '$0' }, customer_id: 'c1' },
-      { project_id: 'p1', feature_slug: 'tokens', usage: 2000, spending: { amount: '0', currency: 'USD', display_amount: '$0' }, customer_id: 'c1' },
+      {
+        project_id: 'p1',
+        feature_slug: 'api-calls',
+        usage: 3,
+        refused: 0,
+        spending: { amount: '0', currency: 'USD', display_amount: '$0' },
+        customer_id: 'c1',
+      },
+      {
+        project_id: 'p1',
+        feature_slug: 'tokens',
+        usage: 2000,
+        refused: 0,
+        spending: { amount: '0', currency: 'USD', display_amount: '$0' },
+        customer_id: 'c1',
+      },
     ])
     expect(shapeUsageRows({ projectId: 'p1', customerId: 'c1', rows: [] })).toEqual([])
+  })
+
+  test('refused usage is summed apart and never priced', () => {
+    const seen: string[] = []
+    const rows = shapeUsageRows({
+      projectId: 'p1',
+      customerId: 'c1',
+      rows: [
+        { feature_slug: 'api', usage: '8', refused: '5' },
+        { feature_slug: 'api', usage: '2', refused: '0.25' },
+        { feature_slug: 'other', usage: '0', refused: '3' },
+      ],
+      price: ({ exact }) => {
+        seen.push(exact)
+        return { amount: exact, currency: 'USD' }
+      },
+    })
+    expect(rows.map((r) => [r.feature_slug, r.usage, r.refused, r.spending.amount])).toEqual([
+      ['api', 10, 5.25, '10'],
+      ['other', 0, 3, '0'],
+    ])
+    expect(seen).toEqual(['10', '0'])
   })
 
   test('fractional usage is summed exactly and the callback gets the exact decimal, not the float sum', () => {

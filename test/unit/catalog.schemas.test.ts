@@ -1,7 +1,7 @@
 // The catalog schemas (spec 2.2, 2.3, 4.2, 4.3, 4.8, 4.10, 4.14): full examples of each resource
 // pass, the reduced entitlement variant of /v1/entitlements/get lacks exactly the fields 4.2 names,
-// and request bodies are strict. The examples are typed with the schemas' Static types, so the
-// type checker holds them to the same shapes.
+// and request bodies are strict. The examples are typed with the schemas' Static types (the
+// answers': the …Answer types), so the type checker holds them to the same shapes.
 import { KindGuard, type TSchema } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { describe, expect, test } from 'vitest'
@@ -27,14 +27,14 @@ import {
   SubscriptionSchema,
   TierSchema,
   type BillingConfig,
-  type Entitlement,
+  type EntitlementAnswer as Entitlement,
   type EntitlementReduced,
-  type Feature,
+  type FeatureAnswer as Feature,
   type FeatureListItem,
-  type FeaturePlanVersion,
+  type FeaturePlanVersionAnswer as FeaturePlanVersion,
   type FeaturePlanVersionReduced,
   type FeaturesListResponse,
-  type MeterConfig,
+  type MeterConfigAnswer as MeterConfig,
   type MeterConfigReduced,
   type Plan,
   type PlanFeature,
@@ -62,7 +62,7 @@ const usd = (amount: number, scale: number, displayAmount: string): Price => ({
   dinero: { amount, currency: { code: 'USD', base: 10, exponent: 2 }, scale },
   displayAmount,
 })
-const free = usd(0, 2, '$0')
+const free = usd(0, 2, '0')
 
 const tokensMeter: MeterConfig = {
   eventId: 'evt_llm_completion',
@@ -106,7 +106,7 @@ const seatsFeature: Feature = {
   code: 2,
   unitOfMeasure: 'seats',
   title: 'Team seats',
-  description: '',
+  description: null,
   meterConfig: seatsMeter,
 }
 
@@ -128,8 +128,8 @@ const tokensFpv: FeaturePlanVersion = {
     tierMode: 'graduated',
     tiers: [
       { unitPrice: free, flatPrice: free, firstUnit: 1, lastUnit: 1_000_000, label: 'Included' },
-      { unitPrice: usd(3, 6, '$0.000003'), flatPrice: free, firstUnit: 1_000_001, lastUnit: 50_000_000, label: 'Standard' },
-      { unitPrice: usd(2, 6, '$0.000002'), flatPrice: free, firstUnit: 50_000_001, lastUnit: null, label: 'Volume' },
+      { unitPrice: usd(3, 6, '0.000003'), flatPrice: free, firstUnit: 1_000_001, lastUnit: 50_000_000, label: 'Standard' },
+      { unitPrice: usd(2, 6, '0.000002'), flatPrice: free, firstUnit: 50_000_001, lastUnit: null, label: 'Volume' },
     ],
   },
   billingConfig: monthly,
@@ -160,7 +160,7 @@ const seatsFpv: FeaturePlanVersion = {
   type: 'feature',
   featureType: 'flat',
   unitOfMeasure: 'seats',
-  config: { price: usd(4900, 2, '$49') },
+  config: { price: usd(4900, 2, '49') },
   billingConfig: monthly,
   metadata: { overageStrategy: 'none', blockCustomer: true },
   order: 2,
@@ -441,7 +441,7 @@ describe('catalog schemas', () => {
 
   test('the full examples of each resource pass', () => {
     const cases: [string, TSchema, unknown][] = [
-      ['price', PriceSchema, usd(3, 6, '$0.000003')],
+      ['price', PriceSchema, usd(3, 6, '0.000003')],
       ['open tier', TierSchema, tokensFpv.config.tiers![2]],
       ['feature', FeatureSchema, tokensFeature],
       ['feature list item', FeatureListItemSchema, featureListItem(seatsFeature)],
@@ -488,6 +488,16 @@ describe('catalog schemas', () => {
     expect(check(PlanVersionSchema, { ...proVersion, billingConfig: { ...monthly, billingAnchor: 'dayOfMonth' } })).toBe(false)
     expect(check(SubscriptionSchema, { ...subscription, status: 'paused' })).toBe(false)
     expect(check(SubscriptionSchema, { ...subscription, planSlug: '' })).toBe(false)
+    // No sentinels (README.md, "Shapes"): null or absent for no end, no limit, no field; prices as plain decimals.
+    expect(check(FeaturePlanVersionSchema, { ...tokensFpv, limit: null })).toBe(true)
+    expect(check(SubscriptionSchema, { ...subscription, endAt: null, renewAt: null, currentCycleEndAt: null })).toBe(true)
+    expect(check(SubscriptionSchema, { ...subscription, activePhase: { ...subscription.activePhase, endAt: null } })).toBe(true)
+    const { aggregationField: _field, ...countMeter } = { ...tokensMeter, aggregationMethod: 'count' as const }
+    expect(check(FeatureSchema, { ...tokensFeature, meterConfig: countMeter })).toBe(true)
+    expect(check(FeatureSchema, { ...tokensFeature, meterConfig: { ...countMeter, aggregationField: '' } })).toBe(false)
+    expect(check(PriceSchema, usd(4900, 2, '49'))).toBe(true)
+    expect(check(PriceSchema, usd(4900, 2, '$49'))).toBe(false)
+    expect(check(PriceSchema, usd(4900000, 2, '49,000'))).toBe(false)
     expect(check(SubscriptionSchema, { ...subscription, timezone: '' })).toBe(false)
     expect(check(SubscriptionSchema, { ...subscription, activePhase: { ...subscription.activePhase, creditLinePolicy: 'soft' } })).toBe(false)
   })

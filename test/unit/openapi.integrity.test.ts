@@ -8,6 +8,8 @@ import { expect, test } from 'vitest'
 import { COMMON_ERROR_STATUSES } from '../../src/http/errors.js'
 import { routes } from '../../src/http/routes/index.js'
 import { namedSchemas } from '../../src/kernel/schema.js'
+import { NOTIFICATION_TYPES } from '../../src/notifications/queue.js'
+import { WEBHOOK_PAYLOADS } from '../../src/notifications/schemas.js'
 import { OPENAPI_PATH, renderOpenApi } from '../../scripts/openapi.js'
 
 interface Response {
@@ -27,6 +29,7 @@ const doc = JSON.parse(renderOpenApi()) as {
   info: { version: string }
   paths: Record<string, Record<string, Operation>>
   components: { schemas: Record<string, unknown> }
+  webhooks: Record<string, { post: { requestBody: { content: { 'application/json': { schema: { $ref: string } } } }; responses: Record<string, unknown> } }>
 }
 const REF = /^#\/components\/schemas\/(.+)$/
 
@@ -87,6 +90,7 @@ test('402 is listed by exactly the routes that can answer it', () => {
 test('each schema named by $id is one component, referenced by $ref wherever it appears, and nothing else is a component', () => {
   const named = new Map<string, TSchema>()
   for (const route of routes) for (const schema of [route.body, route.query, route.response]) if (schema) namedSchemas(schema, named)
+  for (const schema of Object.values(WEBHOOK_PAYLOADS)) namedSchemas(schema, named)
   expect(Object.keys(doc.components.schemas).sort()).toEqual([...new Set([...named.keys(), 'ErrorEnvelope'])].sort())
   for (const name of [
     'Balance',
@@ -128,5 +132,18 @@ test('with its $refs resolved, every body, query and answer is the schema that v
         route.operationId,
       ).toEqual(Object.entries(query.properties).map(([name, schema]) => [name, query.required?.includes(name) ?? false, schema]))
     }
+  }
+})
+
+test('every notification type is a webhook whose body is its payload schema, with the envelope every delivery has', () => {
+  expect(Object.keys(doc.webhooks).sort()).toEqual([...NOTIFICATION_TYPES].sort())
+  for (const type of NOTIFICATION_TYPES) {
+    const post = doc.webhooks[type]!.post
+    const body = post.requestBody.content['application/json'].schema
+    const schema = WEBHOOK_PAYLOADS[type]
+    expect(body).toEqual({ $ref: `#/components/schemas/${schema.$id}` })
+    expect(deref(body)).toEqual(plain(schema))
+    expect((deref(body) as { properties: Record<string, unknown> }).properties.type).toEqual({ const: type, type: 'string' })
+    expect(Object.keys(post.responses)).toEqual(['2XX'])
   }
 })

@@ -15,6 +15,7 @@ import { getEntitlements } from './entitlements/get.js'
 import { listFeatures } from './features/list.js'
 import { closeInvoiceCycles } from './invoices/close.js'
 import { getInvoice } from './invoices/get.js'
+import { listInvoices } from './invoices/list.js'
 import { createKey } from './keys/create.js'
 import { revokeKey } from './keys/revoke.js'
 import { createPaymentMethod } from './paymentMethods/create.js'
@@ -78,6 +79,7 @@ export const routes = [
   grantCredit,
   topUpWallet,
   getInvoice,
+  listInvoices,
   closeInvoiceCycles,
 ] as unknown as readonly AnyRoute[]
 

@@ -210,7 +210,46 @@ export const migrations: readonly Migration[] = [
       ORDER BY (project_id, invoice_id, movement_id)`,
     ],
   },
+  {
+    version: 7,
+    name: 'usage_events: status and decision; aggregates of accepted usage, refused apart',
+    // One truth for billable usage (src/events/README.md, "Accepted and refused usage"): every
+    // row says whether its usage was accepted or refused by an entitlement, and which decision
+    // said so. Rows written before read as accepted (the default), with decision ''. The
+    // aggregates keep value_sum/event_count for accepted usage and count refused usage in new
+    // columns: the views are dropped and made again with the new SELECT (18.16 cannot alter a
+    // view's query). An insert made by another writer between the DROP and the CREATE misses
+    // the aggregates (usage_events has it; README: rebuilding a month's aggregates).
+    statements: (db) => [
+      addColumn(db, 'usage_events', 'status', "String DEFAULT 'accepted' AFTER ts_ms"),
+      addColumn(db, 'usage_events', 'decision', "String DEFAULT '' AFTER status"),
+      ...['usage_hourly', 'usage_daily'].flatMap((table) => [
+        addColumn(db, table, 'refused_sum', 'Decimal(38, 8) DEFAULT 0'),
+        addColumn(db, table, 'refused_count', 'UInt64 DEFAULT 0'),
+      ]),
+      `DROP TABLE IF EXISTS ${db}.usage_hourly_mv`,
+      usageView(db, 'usage_hourly', "toStartOfHour(toDateTime(intDiv(ts_ms, 1000), 'UTC')) AS hour", 'hour'),
+      `DROP TABLE IF EXISTS ${db}.usage_daily_mv`,
+      usageView(db, 'usage_daily', "toDate(toDateTime(intDiv(ts_ms, 1000), 'UTC')) AS day", 'day'),
+    ],
+  },
 ]
+
+/** The materialized view of an aggregate from migration 7 on: accepted usage in value_sum/event_count, refused apart. */
+function usageView(db: string, table: string, bucket: string, bucketName: string): string {
+  return `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.${table}_mv TO ${db}.${table} AS
+      SELECT
+        project_id,
+        customer_id,
+        feature_slug,
+        ${bucket},
+        sumIf(value, status != 'refused') AS value_sum,
+        countIf(status != 'refused') AS event_count,
+        sumIf(value, status = 'refused') AS refused_sum,
+        countIf(status = 'refused') AS refused_count
+      FROM ${db}.usage_events
+      GROUP BY project_id, customer_id, feature_slug, ${bucketName}`
+}
 
 export interface MigrateResult {
   applied: number[]

@@ -16,6 +16,10 @@ export interface UsageEventRow {
   /** JSON text. */
   properties: string
   ts_ms: number
+  /** `accepted` (default) or `refused`: whether an entitlement refused the row's usage (migration 7). */
+  status?: 'accepted' | 'refused'
+  /** The decision that set `status`: `claim`, `consume:<runId>` (migration 7; default ''). */
+  decision?: string
 }
 
 /** A row of budget_journal as written. */
@@ -67,6 +71,8 @@ export function insertEventsOnce(store: ClickHouseStore, events: ReadonlyArray<U
       value: e.value,
       properties: e.properties,
       ts_ms: e.ts_ms,
+      status: e.status ?? 'accepted',
+      decision: e.decision ?? '',
       inserted_at: insertedAt,
     }),
     options,
@@ -195,14 +201,18 @@ export interface DailyUsage {
   /** YYYY-MM-DD (UTC). */
   day: string
   feature_slug: string
-  /** Decimal string. */
+  /** Accepted usage: decimal string. */
   value: string
+  /** Accepted rows. */
   count: number
+  /** Usage an entitlement refused (never billed): decimal string. */
+  refusedValue: string
+  refusedCount: number
 }
 
 /**
- * Per-day usage of one customer, from usage_daily. sum() because
- * SummingMergeTree folds rows only when parts merge.
+ * Per-day usage of one customer, from usage_daily: accepted usage, and refused usage apart.
+ * sum() because SummingMergeTree folds rows only when parts merge.
  */
 export async function dailyUsage(
   store: ClickHouseStore,
@@ -212,13 +222,21 @@ export async function dailyUsage(
   const feature = q.featureSlug === undefined ? '' : ` AND feature_slug = ${sqlLiteral(q.featureSlug)}`
   // Aliases differ from column names: 18.16 substitutes an alias wherever
   // its name appears, WHERE included.
-  const rows = await store.query<{ d: string; feature_slug: string; v: string; n: string }>(
-    `SELECT toString(day) AS d, feature_slug, toString(sum(value_sum)) AS v, sum(event_count) AS n
+  const rows = await store.query<{ d: string; feature_slug: string; v: string; n: string; r: string; rn: string }>(
+    `SELECT toString(day) AS d, feature_slug, toString(sum(value_sum)) AS v, sum(event_count) AS n,
+       toString(sum(refused_sum)) AS r, sum(refused_count) AS rn
      FROM ${db}.usage_daily
      WHERE project_id = ${sqlLiteral(q.projectId)} AND customer_id = ${sqlLiteral(q.customerId)}${feature}
        AND day >= toDate(${sqlLiteral(q.fromDay)}) AND day <= toDate(${sqlLiteral(q.toDay)})
      GROUP BY day, feature_slug
      ORDER BY day, feature_slug`,
   )
-  return rows.map((r) => ({ day: r.d, feature_slug: r.feature_slug, value: canonicalDecimal(r.v), count: Number(r.n) }))
+  return rows.map((r) => ({
+    day: r.d,
+    feature_slug: r.feature_slug,
+    value: canonicalDecimal(r.v),
+    count: Number(r.n),
+    refusedValue: canonicalDecimal(r.r),
+    refusedCount: Number(r.rn),
+  }))
 }

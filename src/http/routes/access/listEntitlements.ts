@@ -1,5 +1,7 @@
 import { EntitlementsListRequest, EntitlementsListResponseSchema } from '../../../catalog/schemas.js'
 import { checkProject } from '../../../catalog/service.js'
+import { entitlementAnswer } from '../../../catalog/views.js'
+import { success } from '../../../kernel/errors.js'
 import { defineRoute } from '../../route.js'
 
 export const listEntitlements = defineRoute({
@@ -16,5 +18,11 @@ export const listEntitlements = defineRoute({
   access: { kind: 'project', scope: 'catalog:read' },
   body: EntitlementsListRequest,
   response: EntitlementsListResponseSchema,
-  handler: ({ body, projectId, services }) => checkProject(body.projectId, projectId) ?? services.entitlements.listEntitlements(projectId, body.customerId),
+  handler: async ({ body, projectId, services }) => {
+    const refused = checkProject(body.projectId, projectId)
+    if (refused) return refused
+    // The service answers the stored shapes the domains compute with; the answer has no sentinels (README.md, "Shapes").
+    const listed = await services.entitlements.listEntitlements(projectId, body.customerId)
+    return listed.ok ? success(listed.value.map(entitlementAnswer)) : listed
+  },
 })

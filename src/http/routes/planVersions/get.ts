@@ -1,5 +1,5 @@
-import { Type } from '@sinclair/typebox'
-import { PlanFeatureSchema, PlanSchema, PlanVersionSchema } from '../../../catalog/schemas.js'
+import { PlanVersionGetResponseSchema } from '../../../catalog/schemas.js'
+import { success } from '../../../kernel/errors.js'
 import { defineRoute } from '../../route.js'
 
 export const getPlanVersion = defineRoute({
@@ -7,19 +7,14 @@ export const getPlanVersion = defineRoute({
   path: '/v1/plan-versions/get/:planVersionId',
   operationId: 'planVersions.get',
   summary: 'A published plan version',
-  description: 'The plan version with its plan, features and flat price. A draft or an unknown id is 404.',
+  description:
+    '`{planVersion}`: the plan version with its plan, its features with their full configuration (type, featureType, usageMode, ' +
+    'tierMode, unlike the list variant) and its flat price. A draft or an unknown id is 404.',
   tags: ['catalog'],
   access: { kind: 'project', scope: 'catalog:read' },
-  response: Type.Intersect(
-    [
-      PlanVersionSchema,
-      Type.Object({
-        plan: PlanSchema,
-        planFeatures: Type.Array(PlanFeatureSchema),
-        flatPrice: Type.String({ description: 'Sum of the flat prices of the version, formatted for people, e.g. "$49".' }),
-      }),
-    ],
-    { description: 'A published plan version with its plan and features.' },
-  ),
-  handler: ({ params, projectId, services }) => services.catalog.getPlanVersion(projectId, params.planVersionId!),
+  response: PlanVersionGetResponseSchema,
+  handler: async ({ params, projectId, services }) => {
+    const found = await services.catalog.getPlanVersion(projectId, params.planVersionId!)
+    return found.ok ? success({ planVersion: found.value }) : found
+  },
 })
