@@ -1,6 +1,8 @@
 // Writes the OpenAPI document (built from the registered routes, the same TypeBox schemas
-// that validate requests) to openapi.json at the repo root: `npm run openapi`.
-// test/unit/openapi.integrity.test.ts fails when the committed copy differs from it.
+// that validate requests) to openapi.json at the repo root: `npm run openapi`, and the typed
+// client's types generated from it (sdk/src/generated.ts), so the two never drift apart.
+// test/unit/openapi.integrity.test.ts and test/integration/sdk.build.test.ts fail when a
+// committed copy differs.
 import { writeFileSync } from 'node:fs'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { buildOpenApi } from '../src/http/openapi.js'
@@ -16,4 +18,8 @@ export function renderOpenApi(): string {
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   writeFileSync(OPENAPI_PATH, renderOpenApi())
   console.log(`wrote ${OPENAPI_PATH}`)
+  // After the document: the generator reads openapi.json.
+  const sdk = await import('../sdk/scripts/generate.js')
+  writeFileSync(sdk.GENERATED_FILE, sdk.generate())
+  console.log(`wrote ${sdk.GENERATED_FILE}`)
 }
