@@ -35,10 +35,12 @@
 --   deniedUntilMs } as a third value (else nil). Without it every call reads and writes its
 --   counters itself and returns the table above.
 -- The stored field is
--- "<periodStart>;<periodEnd>;<usage>;<overage>;<refused>;<latestTs>;<grants>;<reached>" with pairs
--- as "hi:lo", grants as "<grantId>=hi:lo,..." (consumed per grant this period) and reached 1 once
--- the period's usage reached the limit ('' or absent before; fields written before the marker
--- existed end with the grants).
+-- "<periodStart>;<periodEnd>;<usage>;<overage>;<refused>;<latestTs>;<grants>;<reached>;<countedAt>"
+-- with pairs as "hi:lo", grants as "<grantId>=hi:lo,..." (consumed per grant this period), reached
+-- 1 once the period's usage reached the limit ('' before), and countedAt the greatest nowMs of the
+-- period's counts (mode count; the decision's clock: when the gateway accepted the event, or the
+-- consume's now), which the read routes answer as usageAsOf. Fields written before a marker
+-- existed end earlier (with the grants, or with reached): a missing one reads as ''.
 --@include money
 local entitlementUsage
 do
@@ -57,6 +59,7 @@ do
     st.uh, st.ul, st.oh, st.ol, st.rh, st.rl, st.lt = 0, 0, 0, 0, 0, 0, -1
     st.consumed, st.order = {}, {}
     st.reached = false
+    st.ca = nil
   end
 
   -- The stored counters of a feature (nil: none yet).
@@ -64,9 +67,10 @@ do
     local st = { key = usageKey, stateKey = stateKey, feature = feature }
     local raw = redis.call('HGET', usageKey, feature)
     if not raw then return st end
-    local ps, pe, u, o, r, lt, gs, reached = string.match(raw, '^([^;]*);([^;]*);([^;]*);([^;]*);([^;]*);([^;]*);([^;]*);?(.*)$')
+    local ps, pe, u, o, r, lt, gs, reached, ca = string.match(raw, '^([^;]*);([^;]*);([^;]*);([^;]*);([^;]*);([^;]*);([^;]*);?([^;]*);?(.*)$')
     fresh(st, tonumber(ps), tonumber(pe))
     st.reached = reached == '1'
+    st.ca = tonumber(ca)
     st.uh, st.ul = pair(u)
     st.oh, st.ol = pair(o)
     st.rh, st.rl = pair(r)
@@ -115,9 +119,9 @@ do
   local function store(st)
     local parts = {}
     for _, id in ipairs(st.order) do parts[#parts + 1] = id .. '=' .. text(st.consumed[id][1], st.consumed[id][2]) end
-    redis.call('HSET', st.key, st.feature, string.format('%.0f;%.0f;%s;%s;%s;%.0f;%s;%s',
+    redis.call('HSET', st.key, st.feature, string.format('%.0f;%.0f;%s;%s;%s;%.0f;%s;%s;%s',
       st.ps, st.pe, text(st.uh, st.ul), text(st.oh, st.ol), text(st.rh, st.rl), st.lt, table.concat(parts, ','),
-      st.reached and '1' or ''))
+      st.reached and '1' or '', st.ca and string.format('%.0f', st.ca) or ''))
     if st.deniedUntil > 0 then
       redis.call('HSET', st.stateKey, st.feature, string.format('%.0f', st.deniedUntil))
     else
@@ -251,6 +255,10 @@ do
       st.oh, st.ol = add(st.oh, st.ol, remH, remL)
     end
 
+    -- Every count of the period (counted, unchanged or denied) moves countedAt: the usage read
+    -- afterwards takes this event into account.
+    local nowMs = tonumber(a[i + 1])
+    if not st.ca or nowMs > st.ca then st.ca = nowMs end
     usedH, usedL = usedOf(st, grants, additive)
     local atOrPast = cmp(usedH, usedL, limitH, limitL) >= 0
     st.deniedUntil = (denies and atOrPast) and periodEnd or 0

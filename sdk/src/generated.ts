@@ -1281,6 +1281,8 @@ export interface Run {
   budgetKey?: string
   /** The lease on that budget (`l_<n>`): its unreported part counts in the budget's held (our addition). */
   leaseId?: string
+  /** Epoch ms: the moment these figures were read or changed, on the service's clock (the time the script that answered ran with). Our addition. */
+  asOf: number
 }
 
 /** What an event did to a run: accepted or why not, its cost, and the run after it. */
@@ -1521,6 +1523,10 @@ export interface UsageForecast {
   exhaustsAt?: number | null
   limit?: ForecastLimit
   budget?: ForecastLimit
+  /** When the answer was computed, epoch ms, on the service's clock (the now its range or windows are laid from). */
+  asOf: number
+  /** The timestamp of the newest event in the customer's usage of the feature from the start of the 14 windows until now (today's events included, which the limit's `used` counts), epoch ms; null when there is none. Events reach ClickHouse through the ingest worker (runs through the journal worker), so an event accepted but not yet written is not counted: a usageAsOf far behind asOf while the customer keeps sending events means the pipeline is behind. */
+  usageAsOf: number | null
 }
 
 /** How usage is priced: by tiers, per package of `units`, or per unit. */
@@ -1553,6 +1559,8 @@ export interface WalletBalance {
   held: Money
   /** The live credits in the order they are consumed (priority, then earliest expiry). */
   credits: WalletCredit[]
+  /** Epoch ms: the moment the balance was read or moved, on the service's clock (the time the script ran with, which also expired the credits due by then). Our addition. */
+  asOf: number
 }
 
 /** A live credit of a wallet. */
@@ -1920,6 +1928,10 @@ export interface AnalyticsUsageGetRequest {
 export interface AnalyticsUsageGetResponse {
   /** One row per feature with usage in the range, by feature slug. */
   usage: UsageRow[]
+  /** When the answer was computed, epoch ms, on the service's clock (the now its range or windows are laid from). */
+  asOf: number
+  /** The timestamp of the newest event in the customer's usage read for the range, epoch ms; null when there is none. Events reach ClickHouse through the ingest worker (runs through the journal worker), so an event accepted but not yet written is not counted: a usageAsOf far behind asOf while the customer keeps sending events means the pipeline is behind. */
+  usageAsOf: number | null
 }
 
 export interface AnalyticsUsageForecastRequest {
@@ -2375,7 +2387,7 @@ export abstract class ApiMethods {
       /**
        * List a customer's active entitlements with their grants.
        *
-       * Entitlements in effect now, each with the grants in effect now (highest priority first); metadata carries the access flags (customerDisabled, customerUsageLimitReached, subscriptionStatus) and `usage`: the current reset period's usage counted against the grants in effect {usage, limit, remaining, overage, refused (decimal strings), periodStartAt, periodEndAt (epoch ms), denied}; each grant's metadata carries `usage` {consumed, remaining}. A disabled customer is 403 customer_disabled.
+       * Entitlements in effect now, each with the grants in effect now (highest priority first); metadata carries the access flags (customerDisabled, customerUsageLimitReached, subscriptionStatus) and `usage`: the current reset period's usage counted against the grants in effect {usage, limit, remaining, overage, refused (decimal strings), periodStartAt, periodEndAt (epoch ms), denied, asOf, usageAsOf}; asOf (epoch ms) is when the counters were read; usageAsOf (epoch ms, or null when nothing was counted this period) is when the gateway accepted the newest event counted: raw events are counted by the ingest worker, so events accepted after usageAsOf may not be counted yet (a run's consume counts at once). Each grant's metadata carries `usage` {consumed, remaining}. A disabled customer is 403 customer_disabled.
        *
        * `POST /v1/access/entitlements/list` (`access.entitlements.list`); errors: 400, 401, 403, 404, 413, 429, 500, 503.
        */
@@ -2397,7 +2409,7 @@ export abstract class ApiMethods {
     /**
      * A customer's active entitlements, reduced.
      *
-     * The entitlements of /v1/access/entitlements/list without type, featureType, usageMode, tierMode, billingInterval, planType, resetInterval, aggregationMethod and windowSize, grants without type, and an empty subscriptionPhase.
+     * The entitlements of /v1/access/entitlements/list without type, featureType, usageMode, tierMode, billingInterval, planType, resetInterval, aggregationMethod and windowSize, grants without type, and an empty subscriptionPhase. metadata.usage is the same, with asOf (when the counters were read) and usageAsOf (when the gateway accepted the newest event counted; null when none this period).
      *
      * `POST /v1/entitlements/get` (`entitlements.get`); errors: 400, 401, 403, 404, 413, 429, 500, 503.
      */

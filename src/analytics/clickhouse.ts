@@ -17,6 +17,8 @@ export interface FeatureUsage {
   feature_slug: string
   usage: string
   refused: string
+  /** Raw reads only: the newest event's ts_ms (epoch ms, decimal text). */
+  newest?: string
 }
 
 export interface CustomerRange {
@@ -31,6 +33,12 @@ export interface CustomerRange {
 /** Epoch ms → seconds for toDateTime(), whole. */
 function seconds(ms: number): string {
   return String(Math.floor(ms / 1000))
+}
+
+/** The WHERE clause of a customer's rows, and of one feature's when `featureSlug` is given. */
+function customerRows(q: CustomerRange & { featureSlug?: string }): string {
+  const feature = q.featureSlug === undefined ? '' : ` AND feature_slug = ${sqlLiteral(q.featureSlug)}`
+  return `project_id = ${sqlLiteral(q.projectId)} AND customer_id = ${sqlLiteral(q.customerId)}${feature}`
 }
 
 /**
@@ -59,7 +67,8 @@ export async function rawUsageByFeature(store: ClickHouseStore, q: CustomerRange
   if (q.toMs <= q.fromMs) return []
   const db = sqlIdent(store.database)
   return store.query<FeatureUsage>(
-    `SELECT feature_slug, toString(sumIf(value, status != 'refused')) AS usage, toString(sumIf(value, status = 'refused')) AS refused
+    `SELECT feature_slug, toString(sumIf(value, status != 'refused')) AS usage, toString(sumIf(value, status = 'refused')) AS refused,
+       toString(max(ts_ms)) AS newest
      FROM ${db}.usage_events FINAL
      WHERE project_id = ${sqlLiteral(q.projectId)} AND customer_id = ${sqlLiteral(q.customerId)}
        AND ts_ms >= ${Math.floor(q.fromMs)} AND ts_ms < ${Math.floor(q.toMs)}
@@ -92,4 +101,36 @@ export async function dailyUsageOfFeature(store: ClickHouseStore, q: CustomerRan
      ORDER BY day`,
   )
   return rows.map((r) => ({ day: r.d, usage: r.v }))
+}
+
+/**
+ * The newest event timestamp (ts_ms, epoch ms) of a customer, or of one of its features, with
+ * `fromMs ≤ ts_ms < toMs` (accepted and refused rows alike): the newest hour with events from the
+ * hourly aggregates (their primary key leads with the customer), then the raw events of that hour
+ * only. Two small reads, a few more only when that hour's events all lie outside the range (an
+ * event stamped up to 5 minutes ahead of the clock). undefined when there is none.
+ */
+export async function newestEventMs(store: ClickHouseStore, q: CustomerRange & { featureSlug?: string }): Promise<number | undefined> {
+  const db = sqlIdent(store.database)
+  const firstHour = Math.floor(q.fromMs / HOUR_MS) * HOUR_MS
+  for (let toMs = q.toMs; toMs > q.fromMs; ) {
+    const [hour] = await store.query<{ n: string; h: string }>(
+      `SELECT toString(count()) AS n, toString(toUInt32(max(hour))) AS h
+       FROM ${db}.usage_hourly
+       WHERE ${customerRows(q)}
+         AND hour >= toDateTime(${seconds(firstHour)}, 'UTC') AND hour < toDateTime(${Math.ceil(toMs / 1000)}, 'UTC')`,
+    )
+    if (!hour || hour.n === '0') return undefined
+    const hourMs = Number(hour.h) * 1000
+    const [raw] = await store.query<{ n: string; t: string }>(
+      `SELECT toString(count()) AS n, toString(max(ts_ms)) AS t
+       FROM ${db}.usage_events
+       WHERE ${customerRows(q)}
+         AND ts_ms >= ${Math.max(hourMs, Math.floor(q.fromMs))} AND ts_ms < ${Math.min(hourMs + HOUR_MS, Math.floor(toMs))}`,
+    )
+    if (raw && raw.n !== '0') return Number(raw.t)
+    // The hour's events lie outside the range: the newest is in an earlier hour, if any.
+    toMs = hourMs
+  }
+  return undefined
 }

@@ -14,6 +14,18 @@ const EpochMs = (description = 'Epoch milliseconds.') => Type.Integer({ minimum:
 /** Identifier fields of requests: 1 to 36 characters, like the catalog's (spec 8). */
 const RequestId = (description: string) => Type.String({ minLength: 1, maxLength: 36, description })
 
+/** `asOf` of every answer: the moment of the read. */
+const AsOf = () => EpochMs("When the answer was computed, epoch ms, on the service's clock (the now its range or windows are laid from).")
+
+/** `usageAsOf`: how far the data read reaches. */
+const UsageAsOf = (what: string) =>
+  Type.Union([EpochMs(), Type.Null()], {
+    description:
+      `The timestamp of the newest event in ${what}, epoch ms; null when there is none. Events reach ClickHouse through the ingest worker ` +
+      '(runs through the journal worker), so an event accepted but not yet written is not counted: a usageAsOf far behind asOf while the customer ' +
+      'keeps sending events means the pipeline is behind.',
+  })
+
 const DecimalText = Type.String({ pattern: '^-?[0-9]+(\\.[0-9]+)?$', description: 'Decimal amount, exact (never a float).', examples: ['12.5'] })
 
 // ---------------------------------------------------------------------------------------------
@@ -61,7 +73,11 @@ export const UsageRowSchema = Type.Object(
 export type UsageRowValue = Static<typeof UsageRowSchema>
 
 export const UsageGetResponseSchema = Type.Object(
-  { usage: Type.Array(UsageRowSchema, { description: 'One row per feature with usage in the range, by feature slug.' }) },
+  {
+    usage: Type.Array(UsageRowSchema, { description: 'One row per feature with usage in the range, by feature slug.' }),
+    asOf: AsOf(),
+    usageAsOf: UsageAsOf("the customer's usage read for the range"),
+  },
   { description: "A customer's usage per feature over the range." },
 )
 export type UsageGetResponse = Static<typeof UsageGetResponseSchema>
@@ -155,6 +171,10 @@ export const UsageForecastResponseSchema = Type.Object(
     ),
     limit: Type.Optional(ForecastLimitSchema),
     budget: Type.Optional(ForecastLimitSchema),
+    asOf: AsOf(),
+    usageAsOf: UsageAsOf(
+      "the customer's usage of the feature from the start of the 14 windows until now (today's events included, which the limit's `used` counts)",
+    ),
   },
   { $id: 'UsageForecast', description: "A forecast of a customer's usage of a feature (spec 4.11)." },
 )

@@ -8,7 +8,7 @@ import type { ClickHouseStore } from '../infra/clickhouse/store.js'
 import type { Clock } from '../kernel/clock.js'
 import { success, type Result } from '../kernel/errors.js'
 import { formatUnits } from '../kernel/money.js'
-import { dailyUsageOfFeature, hourlyUsageByFeature, rawUsageByFeature, type FeatureUsage } from './clickhouse.js'
+import { dailyUsageOfFeature, hourlyUsageByFeature, newestEventMs, rawUsageByFeature, type FeatureUsage } from './clickhouse.js'
 import { accumulateDaily, forecastUsage, forecastWindow, type ForecastLimit } from './forecast.js'
 import { horizonDaysOf, type UsageForecastRequest, type UsageForecastResponse, type UsageGetRequest, type UsageGetResponse } from './schemas.js'
 import { addDecimals, shapeUsageRows, usageWindow, type PricedUsage } from './usage.js'
@@ -68,19 +68,25 @@ export class AnalyticsService {
 
   /**
    * Per-feature usage of a customer with `from ≤ ts_ms < to`, exact to the millisecond: whole
-   * hours from the hourly aggregates, the partial hours at both ends from the raw events.
+   * hours from the hourly aggregates, the partial hours at both ends from the raw events. With
+   * `newest`, also the newest event's timestamp in that range (null: none): the trailing partial
+   * hour's read gives it when it has events, else newestEventMs looks before it.
    */
-  private async usageBetween(projectId: string, customerId: string, from: number, to: number): Promise<FeatureUsage[]> {
-    if (!this.store || to <= from) return []
+  private async usageBetween(projectId: string, customerId: string, from: number, to: number, newest = false): Promise<UsageRead> {
+    if (!this.store || to <= from) return { rows: [], newestMs: null }
     const q = { projectId, customerId }
     const firstHour = Math.ceil(from / HOUR_MS) * HOUR_MS
     const lastHour = Math.max(firstHour, Math.floor(to / HOUR_MS) * HOUR_MS)
-    const parts = await Promise.all([
+    const [hourly, leading, trailing] = await Promise.all([
       hourlyUsageByFeature(this.store, { ...q, fromMs: Math.min(firstHour, lastHour), toMs: lastHour }),
       rawUsageByFeature(this.store, { ...q, fromMs: from, toMs: Math.min(firstHour, to) }),
       rawUsageByFeature(this.store, { ...q, fromMs: Math.max(lastHour, from), toMs: to }),
     ])
-    return parts.flat()
+    const rows = [...hourly, ...leading, ...trailing]
+    if (!newest) return { rows, newestMs: null }
+    if (trailing.length > 0) return { rows, newestMs: Math.max(...trailing.map((r) => Number(r.newest))) }
+    if (rows.length === 0) return { rows, newestMs: null }
+    return { rows, newestMs: (await newestEventMs(this.store, { ...q, fromMs: from, toMs: Math.min(lastHour, to) })) ?? null }
   }
 
   /**
@@ -105,7 +111,7 @@ export class AnalyticsService {
     const cycle = cycleAt(now, e.effectiveAt, e.expiresAt, { interval: reset.resetInterval, count: reset.resetIntervalCount, anchor: reset.resetAnchor }, zone)
     // Summed exactly (0.7 + 0.2 + 0.1 must reach a limit of 1); a number only once summed.
     const used = Number(
-      (await this.usageBetween(projectId, customerId, cycle.start, now))
+      (await this.usageBetween(projectId, customerId, cycle.start, now)).rows
         .filter((row) => row.feature_slug === featureSlug)
         .reduce((sum, row) => addDecimals(sum, row.usage), '0'),
     )
@@ -123,10 +129,12 @@ export class AnalyticsService {
   async usage(projectId: string, body: UsageGetRequest): Promise<Result<UsageGetResponse>> {
     const refused = checkProject(body.project_id, projectId)
     if (refused) return refused
-    const { from, to } = usageWindow(body.range, this.clock())
-    const rows = await this.usageBetween(projectId, body.customer_id, from, to)
+    const now = this.clock()
+    const { from, to } = usageWindow(body.range, now)
+    const { rows, newestMs } = await this.usageBetween(projectId, body.customer_id, from, to, true)
     const price = rows.length === 0 ? undefined : await this.spendingPricer(projectId, body.customer_id)
-    return success({ usage: shapeUsageRows({ projectId, customerId: body.customer_id, rows, ...(price ? { price } : {}) }) })
+    const usage = shapeUsageRows({ projectId, customerId: body.customer_id, rows, ...(price ? { price } : {}) })
+    return success({ usage, asOf: now, usageAsOf: newestMs })
   }
 
   /** The price callback of usage(): reads the entitlements and their plan versions' currencies once, then rates synchronously. */
@@ -167,9 +175,10 @@ export class AnalyticsService {
       ? await dailyUsageOfFeature(this.store, { projectId, customerId: body.customer_id, featureSlug: body.feature_slug, fromMs: from, toMs: to })
       : []
     const dailyCumulative = accumulateDaily(days.map((d) => ({ dayStartMs: Date.parse(`${d.day}T00:00:00Z`), usage: Number(d.usage) })))
-    const [limit, budgetLimits] = await Promise.all([
+    const [limit, budgetLimits, newestMs] = await Promise.all([
       this.entitlementLimit(projectId, body.customer_id, body.feature_slug, now),
       this.budgetLimits(projectId, body.customer_id, body.feature_slug),
+      this.store ? newestEventMs(this.store, { projectId, customerId: body.customer_id, featureSlug: body.feature_slug, fromMs: from, toMs: now }) : undefined,
     ])
     const result = forecastUsage({
       dailyCumulative,
@@ -180,8 +189,21 @@ export class AnalyticsService {
       ...(limit ? { limit } : {}),
       ...(budgetLimits.length > 0 ? { budgetLimits } : {}),
     })
-    return success({ ...result, project_id: projectId, customer_id: body.customer_id, feature_slug: body.feature_slug })
+    return success({
+      ...result,
+      project_id: projectId,
+      customer_id: body.customer_id,
+      feature_slug: body.feature_slug,
+      asOf: now,
+      usageAsOf: newestMs ?? null,
+    })
   }
+}
+
+/** What usageBetween read: the rows of its three parts, and the newest event's timestamp when asked (else null). */
+interface UsageRead {
+  rows: FeatureUsage[]
+  newestMs: number | null
 }
 
 /** The customer's entitlement to a usage feature, among those in effect now (first match). */

@@ -402,6 +402,11 @@ export interface StoredUsage {
   overage: bigint
   refused: bigint
   consumed: Map<string, bigint>
+  /**
+   * The greatest decision clock of the period's counts (when the gateway accepted the newest
+   * event counted, or the consume's now); undefined for counters written before it was stored.
+   */
+  countedAtMs?: number
 }
 
 const pairOf = (text: string | undefined): bigint => {
@@ -411,13 +416,16 @@ const pairOf = (text: string | undefined): bigint => {
 
 export function parseStoredUsage(raw: string | undefined): StoredUsage | undefined {
   if (raw === undefined) return undefined
-  const [ps, pe, u, o, r, , gs] = raw.split(';')
+  // Older fields end earlier (before the reached marker, or before countedAt): what is missing reads as ''.
+  const [ps, pe, u, o, r, , gs, , ca] = raw.split(';')
   const consumed = new Map<string, bigint>()
   for (const part of (gs ?? '').split(',')) {
     const eq = part.indexOf('=')
     if (eq > 0) consumed.set(part.slice(0, eq), pairOf(part.slice(eq + 1)))
   }
-  return { periodStartMs: Number(ps), periodEndMs: Number(pe), usage: pairOf(u), overage: pairOf(o), refused: pairOf(r), consumed }
+  const stored: StoredUsage = { periodStartMs: Number(ps), periodEndMs: Number(pe), usage: pairOf(u), overage: pairOf(o), refused: pairOf(r), consumed }
+  if (ca !== undefined && ca !== '') stored.countedAtMs = Number(ca)
+  return stored
 }
 
 /** What an entitlement's `metadata.usage` says (decimal strings, epoch ms). */
@@ -436,6 +444,14 @@ export interface UsageSummary {
   periodEndAt: number
   /** Whether usage is denied until periodEndAt (none, last-call: usage counted ≥ limit). */
   denied: boolean
+  /** Epoch ms: when these counters were read (the service's clock). */
+  asOf: number
+  /**
+   * Epoch ms: the decision clock of the newest count in this period, i.e. when the gateway
+   * accepted the newest raw event the ingest worker has counted (or a run's consume counted);
+   * null when nothing was counted in the period yet (or only before this field was stored).
+   */
+  usageAsOf: number | null
 }
 
 /**
@@ -472,6 +488,8 @@ export function withUsage(entitlements: Entitlement[], usageHash: Readonly<Recor
       periodStartAt: period.startMs,
       periodEndAt: period.endMs,
       denied: e.overageStrategy !== 'always' && used >= limit,
+      asOf: now,
+      usageAsOf: stored?.countedAtMs ?? null,
     }
     return { ...e, metadata: { ...e.metadata, usage: summary }, grants: shown }
   })

@@ -147,7 +147,7 @@ export class RunService {
       })
     }
     await this.settleIfEnded(projectId, started.run!)
-    return success(toRun(started.run!))
+    return success(toRun(started.run!, now))
   }
 
   /** A start with budgetKey: only for a root run, and only where budgets are wired in. */
@@ -172,21 +172,23 @@ export class RunService {
   async get(projectId: string, runId: string): Promise<Result<Run>> {
     const index = await this.runIndex(projectId, runId)
     if (!index) return runFailure('run_not_found', { runId })
-    const read = await store.endRun(this.redis, projectId, index.customerId, this.clock(), runId, 'get')
+    const now = this.clock()
+    const read = await store.endRun(this.redis, projectId, index.customerId, now, runId, 'get')
     if (!read.run) return runFailure('run_not_found', { runId })
     await this.settleIfEnded(projectId, read.run)
-    return success(toRun(read.run))
+    return success(toRun(read.run, now))
   }
 
   /** POST /v1/runs/end/{runId}. */
   async end(projectId: string, runId: string, status: EndStatus): Promise<Result<Run>> {
     const index = await this.runIndex(projectId, runId)
     if (!index) return runFailure('run_not_found', { runId })
-    const ended = await store.endRun(this.redis, projectId, index.customerId, this.clock(), runId, status)
+    const now = this.clock()
+    const ended = await store.endRun(this.redis, projectId, index.customerId, now, runId, status)
     if (!ended.run) return runFailure('run_not_found', { runId })
     await this.settleIfEnded(projectId, ended.run)
-    if (ended.status === 'run_not_running') return runFailure(ended.status, { runId, run: toRun(ended.run) })
-    return success(toRun(ended.run))
+    if (ended.status === 'run_not_running') return runFailure(ended.status, { runId, run: toRun(ended.run, now) })
+    return success(toRun(ended.run, now))
   }
 
   /** POST /v1/runs/consume/{runId}: priced from the customer's catalog state, applied by one script (retried when that state moved). */
@@ -211,7 +213,7 @@ export class RunService {
         continue
       }
       if (reason === 'stale' || reason === 'stale_usage') return runFailure(reason, { runId, attempts: attempt })
-      return success(await this.consumed(projectId, reason, applied, priced.value))
+      return success(await this.consumed(projectId, reason, applied, priced.value, now))
     }
   }
 
@@ -278,7 +280,7 @@ export class RunService {
    * The answer to a consume the script decided: a tiered feature's new quantity remembered, then
    * the tree's consumption reported to the budget it leases from, or an expired run's lease settled.
    */
-  private async consumed(projectId: string, reason: ConsumeReason, applied: store.ConsumeOutcome, priced: PricedEvent): Promise<ConsumeResponse> {
+  private async consumed(projectId: string, reason: ConsumeReason, applied: store.ConsumeOutcome, priced: PricedEvent, now: number): Promise<ConsumeResponse> {
     if (reason === 'accepted' && priced.args.mode === 'set') bounded(this.usage, priced.usageKey, priced.args.usageAfter)
     const run = applied.run!
     if (applied.reached && priced.counted) this.onLimitReached?.(projectId, run.runId, reachedDecisionOf(priced.counted, applied.reached))
@@ -292,7 +294,7 @@ export class RunService {
     } else if (reason === 'expired') {
       await this.settleIfEnded(projectId, run)
     }
-    return { accepted: reason === 'accepted' || reason === 'duplicate', reason, run: toRun(run), costAmountMinor: applied.cost }
+    return { accepted: reason === 'accepted' || reason === 'duplicate', reason, run: toRun(run, now), costAmountMinor: applied.cost }
   }
 
   /**
@@ -411,7 +413,8 @@ function usageRowOf(
   }
 }
 
-export function toRun(r: store.RunState): Run {
+/** The answer of a run as the script that read or moved it at `asOf` (the now it ran with) left it. */
+export function toRun(r: store.RunState, asOf: number): Run {
   return {
     runId: r.runId,
     status: r.status,
@@ -429,6 +432,7 @@ export function toRun(r: store.RunState): Run {
     startedAt: r.meta.startedAt,
     expiresAt: r.deadline,
     ...(r.lease ? { budgetKey: r.lease.budgetKey, leaseId: `l_${r.lease.number}` } : {}),
+    asOf,
   }
 }
 

@@ -46,6 +46,10 @@ export const RunSchema = Type.Object(
       }),
     ),
     leaseId: Type.Optional(Type.String({ description: "The lease on that budget (`l_<n>`): its unreported part counts in the budget's held (our addition)." })),
+    asOf: Type.Integer({
+      description:
+        "Epoch ms: the moment these figures were read or changed, on the service's clock (the time the script that answered ran with). Our addition.",
+    }),
   },
   { $id: 'Run', description: 'A run: a budget reserved for a workload, consumed by its metered events.' },
 )

@@ -48,7 +48,8 @@ export class WalletService {
 
   /** GET /v1/wallet/balance (spec 2.6, 4.13). */
   async balance(projectId: string, customerId: string): Promise<Result<WalletBalance>> {
-    return success(toBalance(await store.getWallet(this.redis, projectId, customerId, this.clock())))
+    const now = this.clock()
+    return success(toBalance(await store.getWallet(this.redis, projectId, customerId, now), now))
   }
 
   /** POST /v1/wallet/top-up: cash in, once per idempotency key. */
@@ -56,9 +57,10 @@ export class WalletService {
     const currency = input.currency ?? DEFAULT_CURRENCY
     if (input.amount <= 0n) return notPositive()
     const fingerprint = `${input.amount}|${currency}`
-    const snapshot = await store.topUp(this.redis, projectId, input.customerId, this.clock(), input.idempotencyKey, currency, input.amount, fingerprint)
+    const now = this.clock()
+    const snapshot = await store.topUp(this.redis, projectId, input.customerId, now, input.idempotencyKey, currency, input.amount, fingerprint)
     if (snapshot.status !== 'ok' && snapshot.status !== 'replayed') return walletFailure(snapshot.status, { walletCurrency: snapshot.currency, currency })
-    return success({ ...toBalance(snapshot), replayed: snapshot.status === 'replayed' })
+    return success({ ...toBalance(snapshot, now), replayed: snapshot.status === 'replayed' })
   }
 
   /** POST /v1/wallet/credits/grant: a credit in, once per idempotency key. */
@@ -82,7 +84,7 @@ export class WalletService {
       fingerprint,
     })
     if (wallet.status !== 'ok' && wallet.status !== 'replayed') return walletFailure(wallet.status, { walletCurrency: wallet.currency, currency })
-    return success({ ...toBalance(wallet), creditId, replayed: wallet.status === 'replayed' })
+    return success({ ...toBalance(wallet, now), creditId, replayed: wallet.status === 'replayed' })
   }
 
   /**
@@ -180,7 +182,8 @@ function iso(ms: number): string {
   return new Date(ms).toISOString()
 }
 
-function toBalance(w: store.WalletSnapshot): WalletBalance {
+/** The balance a wallet script answered, read or moved at `asOf` (the now it ran with). */
+function toBalance(w: store.WalletSnapshot, asOf: number): WalletBalance {
   const currency = w.currency === '' ? DEFAULT_CURRENCY : w.currency
   return {
     currency,
@@ -195,5 +198,6 @@ function toBalance(w: store.WalletSnapshot): WalletBalance {
       expires_at: c.expiresAtMs === 0 ? null : iso(c.expiresAtMs),
       priority: c.priority,
     })),
+    asOf,
   }
 }

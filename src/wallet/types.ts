@@ -68,6 +68,10 @@ export const WalletBalanceSchema = Type.Object(
     available: AmountSchema,
     held: AmountSchema,
     credits: Type.Array(CreditSchema, { description: 'The live credits in the order they are consumed (priority, then earliest expiry).' }),
+    asOf: Type.Integer({
+      description:
+        "Epoch ms: the moment the balance was read or moved, on the service's clock (the time the script ran with, which also expired the credits due by then). Our addition.",
+    }),
   },
   { $id: 'WalletBalance', description: "A customer's wallet: what is available, what running runs hold, and the live credits." },
 )

@@ -150,6 +150,55 @@ describe.each([['server'], ['embedded']] as const)('ClickHouse store: %s', (kind
       expect(perFeature(await drained(key, 'acme', '24h', (rows) => perFeature(rows)['api-calls'] === 3))).toEqual({ 'api-calls': 3, tokens: 1500.5 })
     })
 
+    test("asOf is the clock's time; usageAsOf the newest event of the data read, from the trailing raw hour or the aggregates, never past now", async () => {
+      const { apiKey: key } = await gw.project()
+      // Not on an hour: the window's last hour is partial (read from the raw events).
+      const T = Date.UTC(2026, 10, 8, 15, 41, 7, 123)
+      gw.clock.set(T)
+      const got = async (path: string, body: Record<string, unknown>) => {
+        const res = await gw.post(path, { customer_id: 'watch', ...body }, key)
+        expect(res.status, JSON.stringify(res.body)).toBe(200)
+        return res.body
+      }
+      const day = () => got('/v1/analytics/usage/get', { range: '24h' })
+      const forecast = () => got('/v1/analytics/usage/forecast', { feature_slug: 'tokens' })
+      /** Polls usage/get until its usageAsOf is `want` (the worker wrote the event), or fails at the deadline. */
+      const until = (want: number) =>
+        waitFor('usageAsOf to reach the newest event', async () => ((await day()).usageAsOf === want ? true : undefined), DRAIN_DEADLINE_MS, { intervalMs: 50 })
+      const record = async (events: Record<string, unknown>[]) => {
+        const res = await gw.post('/v1/usage/record-batch', { events: events.map((e) => ({ customerId: 'watch', eventSlug: 'tokens', ...e })) }, key)
+        expect(res.body.results.every((r: { accepted: boolean }) => r.accepted)).toBe(true)
+      }
+
+      expect(await day()).toEqual({ usage: [], asOf: T, usageAsOf: null })
+      expect(await forecast()).toMatchObject({ asOf: T, usageAsOf: null })
+
+      // Whole hours only (the trailing partial hour has none): the aggregates find the hour, the raw events the instant.
+      const fiveHoursAgo = T - 5 * HOUR_MS - 17
+      await record([
+        { id: 'w1', timestamp: T - 20 * HOUR_MS, properties: { value: 1 } },
+        { id: 'w2', timestamp: fiveHoursAgo, properties: { value: 2 } },
+        // Another customer's newer event is not this customer's data; one stamped ahead of the clock is not in [now − 24h, now) yet.
+        { id: 'w3', customerId: 'other', timestamp: T - 1000 },
+        { id: 'w4', timestamp: T + 2 * 60_000, properties: { value: 4 } },
+      ])
+      await until(fiveHoursAgo)
+      gw.clock.advance(1)
+      expect(await day()).toMatchObject({ asOf: T + 1, usageAsOf: fiveHoursAgo })
+      // The forecast's hour of w4 holds no event before now: it looks an hour further back.
+      expect(await forecast()).toMatchObject({ asOf: T + 1, usageAsOf: fiveHoursAgo })
+
+      // An event in the trailing partial hour is the newest: its own read gives it.
+      await record([{ id: 'w5', timestamp: T - 1000, properties: { value: 5 } }])
+      await until(T - 1000)
+      expect(await forecast()).toMatchObject({ usageAsOf: T - 1000 })
+
+      // Once the clock passes w4, it is the newest.
+      gw.clock.set(T + 3 * 60_000)
+      expect(await day()).toMatchObject({ asOf: T + 3 * 60_000, usageAsOf: T + 2 * 60_000 })
+      expect(await forecast()).toMatchObject({ asOf: T + 3 * 60_000, usageAsOf: T + 2 * 60_000 })
+    })
+
     test("another project's project_id → 403; a key without analytics:read → 403", async () => {
       const { projectId, apiKey } = await gw.project()
       const res = await gw.post('/v1/analytics/usage/get', { range: '7d', customer_id: 'acme', project_id: 'not-mine' }, apiKey)

@@ -15,7 +15,7 @@ import { BudgetService } from '../../src/budgets/service.js'
 import { EntitlementsGetResponseSchema, EntitlementsListResponseSchema } from '../../src/catalog/schemas.js'
 import { CatalogReads, CatalogService } from '../../src/catalog/service.js'
 import { manualClock } from '../../src/kernel/clock.js'
-import { entitlementStateKey } from '../../src/entitlements/keys.js'
+import { entitlementStateKey, usageKey } from '../../src/entitlements/keys.js'
 import { EntitlementService } from '../../src/entitlements/service.js'
 import { countsOfEvents, resetPeriod } from '../../src/entitlements/usage.js'
 import { claimEvents } from '../../src/events/redis.js'
@@ -149,6 +149,8 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
       periodStartAt: JAN_1_NY,
       periodEndAt: FEB_1_NY,
       denied: false,
+      asOf: START,
+      usageAsOf: START,
     })
     // The promotion (80) is consumed before the subscription's grant (20).
     expect(grantsOf(tokens)).toEqual([
@@ -192,6 +194,9 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
       periodStartAt: FEB_1_NY,
       periodEndAt: Date.UTC(2025, 2, 1, 5),
       denied: false,
+      // Nothing counted in the new period yet.
+      asOf: FEB_1_NY,
+      usageAsOf: null,
     })
     await record('acme', 'llm.completion', { tokens: 4 })
     await drained()
@@ -263,6 +268,60 @@ describe('usage recorded over HTTP, counted by the ingest worker', () => {
     await drained()
     expect((await usageOf('dupes')).tokens.metadata.usage).toMatchObject({ usage: '5' })
     expect((await usageOf('dupes')).completions.metadata.usage).toMatchObject({ usage: '1' })
+  })
+
+  test('asOf is the moment of the read; usageAsOf is when the gateway accepted the newest event the worker counted, and moves only with a count', async () => {
+    const T = START + 3 * HOUR_MS
+    gw.clock.set(T)
+    const asOfs = async () => {
+      const e = await usageOf('sync')
+      return Object.fromEntries(['tokens', 'completions', 'storage'].map((f) => [f, [e[f].metadata.usage.asOf, e[f].metadata.usage.usageAsOf]]))
+    }
+    expect(await asOfs()).toEqual({ tokens: [T, null], completions: [T, null], storage: [T, null] })
+    // Stamped an hour earlier: usageAsOf is the acceptance (the count's clock), not the event's own timestamp.
+    await record('sync', 'llm.completion', { tokens: 1 }, 'sync-1', T - HOUR_MS)
+    await drained()
+    gw.clock.advance(1000)
+    expect(await asOfs()).toEqual({ tokens: [T + 1000, T], completions: [T + 1000, T], storage: [T + 1000, null] })
+    // Reads, a duplicate the gateway drops and an event of another feature leave it where it is.
+    gw.clock.advance(1000)
+    await record('sync', 'llm.completion', { tokens: 1 }, 'sync-1')
+    await record('sync', 'storage.report', { gb: 1 }, 'sync-st')
+    await drained()
+    expect(await asOfs()).toEqual({ tokens: [T + 2000, T], completions: [T + 2000, T], storage: [T + 2000, T + 2000] })
+    // A count the strategy refuses moves it too: the usage read afterwards has taken the event into account.
+    gw.clock.advance(1000)
+    await record('sync', 'llm.completion', { tokens: 500 }, 'sync-big')
+    await drained()
+    const e = await usageOf('sync')
+    expect(e.tokens.metadata.usage).toMatchObject({ usage: '1', refused: '500', asOf: T + 3000, usageAsOf: T + 3000 })
+    // The reduced variant answers the same.
+    const reduced = await gw.post('/v1/entitlements/get', { customerId: 'sync' }, apiKey)
+    expect([...getCheck.Errors(reduced.body)].slice(0, 3)).toEqual([])
+    const tokens = reduced.body.find((x: any) => x.featurePlanVersion.feature.slug === 'tokens')
+    expect(tokens.metadata.usage).toMatchObject({ asOf: T + 3000, usageAsOf: T + 3000 })
+  })
+
+  test('counters stored before usageAsOf existed read as null, keep their fields, and take it at their next count', async () => {
+    const T = START + 4 * HOUR_MS
+    gw.clock.set(T)
+    const key = usageKey(projectId, 'fresh')
+    // gpus as stored before the reached marker (ends with the grants); storage with the marker, reached.
+    await gw.redis.hset(key, 'gpus', `${JAN_1_NY};${FEB_1_NY};0:300000000;0:0;0:0;-1;`)
+    await gw.redis.hset(key, 'storage', `${JAN_1_NY};${FEB_1_NY};0:1200000000;0:0;0:0;${START};;1`)
+    let e = await usageOf('fresh')
+    expect(e.gpus.metadata.usage).toMatchObject({ usage: '3', asOf: T, usageAsOf: null })
+    expect(e.storage.metadata.usage).toMatchObject({ usage: '12', asOf: T, usageAsOf: null })
+    await record('fresh', 'gpu.usage', { gpus: 2 }, 'fresh-gpu') // below the max: unchanged, but counted
+    await record('fresh', 'storage.report', { gb: 5 }, 'fresh-st', T)
+    await drained()
+    gw.clock.advance(1)
+    e = await usageOf('fresh')
+    expect(e.gpus.metadata.usage).toMatchObject({ usage: '3', asOf: T + 1, usageAsOf: T })
+    expect(e.storage.metadata.usage).toMatchObject({ usage: '5', asOf: T + 1, usageAsOf: T })
+    // The reached marker is kept where it was set, and countedAt follows it.
+    expect((await gw.redis.hget(key, 'storage'))!.split(';').slice(-2)).toEqual(['1', String(T)])
+    expect((await gw.redis.hget(key, 'gpus'))!.split(';').slice(-2)).toEqual(['', String(T)])
   })
 
   test('the reduced variant shows the same usage; the read is one Redis command', async () => {

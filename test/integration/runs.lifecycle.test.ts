@@ -84,6 +84,7 @@ describe('run lifecycle', () => {
       remainingAmountMinor: 5000,
       startedAt: T,
       expiresAt: T + 15 * 60_000,
+      asOf: T,
     })
     expect(run).not.toHaveProperty('endedAt')
     let w = await s.wallet()
@@ -201,7 +202,8 @@ describe('run lifecycle', () => {
     const s = await setup('1')
     const a = await started(await s.start({ budgetAmountMinor: 60, idempotencyKey: 'same' }))
     gw.clock.advance(10)
-    expect(await started(await s.start({ budgetAmountMinor: 60, idempotencyKey: 'same' }))).toEqual(a)
+    // The replay answers the same run, as it is at the replay's moment.
+    expect(await started(await s.start({ budgetAmountMinor: 60, idempotencyKey: 'same' }))).toEqual({ ...a, asOf: a.asOf + 10 })
     expectError(await s.start({ budgetAmountMinor: 61, idempotencyKey: 'same' }), 409, 'CONFLICT', 'https://docs.metering.dev')
     const broke = await s.start({ budgetAmountMinor: 41, idempotencyKey: 'more' })
     expectError(broke, 402, 'BUDGET_EXCEEDED', 'https://docs.metering.dev')
@@ -219,6 +221,32 @@ describe('run lifecycle', () => {
       'BUDGET_EXCEEDED',
       'https://docs.metering.dev',
     )
+  })
+})
+
+describe('asOf', () => {
+  it("every answer carries the clock's time at the call: start, consume (the run in it), get, end, and a 409 end's run", async () => {
+    const s = await setup('10')
+    const T = gw.clock()
+    const run = await started(await s.start({ budgetAmountMinor: 100, idempotencyKey: 'asof' }))
+    expect(run.asOf).toBe(T)
+    gw.clock.advance(7)
+    const c = consumed(await s.consume(run.runId, { featureSlug: 'calls', idempotencyKey: 'c1' }), 'accepted', 1)
+    expect(c.run.asOf).toBe(T + 7)
+    gw.clock.advance(5)
+    const read = await s.run(run.runId)
+    expect([read.asOf, read.consumedAmountMinor]).toEqual([T + 12, 1])
+    // A consume refused before any script runs answers no run; a duplicate is read at its own moment.
+    gw.clock.advance(3)
+    expect(consumed(await s.consume(run.runId, { featureSlug: 'calls', idempotencyKey: 'c1' }), 'duplicate').run.asOf).toBe(T + 15)
+    gw.clock.advance(1)
+    const ended = await started(await s.end(run.runId))
+    expect([ended.asOf, ended.endedAt]).toEqual([T + 16, T + 16])
+    gw.clock.advance(1)
+    const again = await s.end(run.runId, 'failed')
+    expectError(again, 409, 'CONFLICT', 'https://docs.metering.dev')
+    expect(again.body.error.details.run.asOf).toBe(T + 17)
+    expect((await s.run(run.runId)).asOf).toBe(T + 17)
   })
 })
 

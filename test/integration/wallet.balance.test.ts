@@ -33,6 +33,7 @@ describe('wallet balance', () => {
       available: { ledger_amount: 0, amount: '0', currency: 'USD', display_amount: '$0.00' },
       held: { ledger_amount: 0, amount: '0', currency: 'USD', display_amount: '$0.00' },
       credits: [],
+      asOf: T,
     })
     const top = await gw.post('/v1/wallet/top-up', { customerId: 'c1', amount: '1234.5', idempotencyKey: 't' }, apiKey)
     expect(top.status, JSON.stringify(top.body)).toBe(200)
@@ -57,6 +58,7 @@ describe('wallet balance', () => {
           expires_at: new Date(T + 86_400_000).toISOString(),
         },
       ],
+      asOf: T,
     })
     // Past 2^53 units (about 90 million USD) ledger_amount is a string of digits, exact.
     const big = await gw.post('/v1/wallet/top-up', { customerId: 'rich', amount: '123456789012.12345678', idempotencyKey: 'b' }, apiKey)
@@ -68,6 +70,23 @@ describe('wallet balance', () => {
       currency: 'USD',
       display_amount: '$123,456,789,012.12345678',
     })
+  })
+
+  it("asOf is the clock's time at each call: top-up, its replay, grant, balance; a credit due by then is already expired", async () => {
+    const { apiKey } = await gw.project()
+    const T = gw.clock()
+    const top = await gw.post('/v1/wallet/top-up', { customerId: 'c', amount: '5', idempotencyKey: 'k' }, apiKey)
+    expect([top.status, top.body.asOf]).toEqual([200, T])
+    gw.clock.advance(3)
+    const replay = await gw.post('/v1/wallet/top-up', { customerId: 'c', amount: '5', idempotencyKey: 'k' }, apiKey)
+    expect([replay.body.replayed, replay.body.asOf]).toEqual([true, T + 3])
+    gw.clock.advance(4)
+    const grant = await gw.post('/v1/wallet/credits/grant', { customerId: 'c', amount: '2', source: 'promo', expiresAt: T + 100, idempotencyKey: 'g' }, apiKey)
+    expect([grant.status, grant.body.asOf, grant.body.available.amount]).toEqual([200, T + 7, '7'])
+    gw.clock.set(T + 100)
+    const read = await balance(apiKey, 'c')
+    expect([read.asOf, read.available.amount, read.credits]).toEqual([T + 100, '5', []])
+    gw.clock.set(T)
   })
 
   it('grant and top-up apply once per idempotency key; another request with the key is 409; currencies do not mix', async () => {

@@ -216,14 +216,17 @@ describe('schemas', () => {
 
   test('answers match the response schemas', () => {
     const usage = shapeUsageRows({ projectId: 'p1', customerId: 'c1', rows: [{ feature_slug: 'tokens', usage: 5 }] })
-    expect(TypeCompiler.Compile(UsageGetResponseSchema).Check({ usage })).toBe(true)
-    expect(
-      TypeCompiler.Compile(UsageGetResponseSchema).Check({ usage: [{ ...usage[0], spending: { amount: 0, currency: 'USD', display_amount: '$0' } }] }),
-    ).toBe(false)
+    const asOf = { asOf: NOW, usageAsOf: NOW - 1000 }
+    const get = TypeCompiler.Compile(UsageGetResponseSchema)
+    expect(get.Check({ usage, ...asOf })).toBe(true)
+    expect(get.Check({ usage: [], asOf: NOW, usageAsOf: null })).toBe(true)
+    expect(get.Check({ usage })).toBe(false)
+    expect(get.Check({ usage, asOf: NOW })).toBe(false)
+    expect(get.Check({ usage: [{ ...usage[0], spending: { amount: 0, currency: 'USD', display_amount: '$0' } }], ...asOf })).toBe(false)
 
     const response = TypeCompiler.Compile(UsageForecastResponseSchema)
     const day = Date.UTC(2026, 10, 21)
-    const identity = { project_id: 'p1', customer_id: 'c1', feature_slug: 'tokens' }
+    const identity = { project_id: 'p1', customer_id: 'c1', feature_slug: 'tokens', asOf: NOW, usageAsOf: null }
     const withLimit = forecastUsage({
       dailyCumulative: [
         { dayStartMs: day - 86_400_000, cumulative: 1 },
@@ -238,5 +241,7 @@ describe('schemas', () => {
     const { answer: _answer, ...missing } = withLimit
     expect(response.Check({ ...identity, ...missing })).toBe(false)
     expect(response.Check({ ...withLimit })).toBe(false)
+    const { asOf: _asOf, ...noAsOf } = identity
+    expect(response.Check({ ...noAsOf, ...withLimit })).toBe(false)
   })
 })

@@ -97,3 +97,14 @@ test('stored counters parse back exactly', () => {
   ])
   expect(parseStoredUsage(undefined)).toBeUndefined()
 })
+
+test('countedAt (usageAsOf) is the last field; fields written before it or before the reached marker read without it', () => {
+  const grants = 'promo=0:8000000000'
+  expect(parseStoredUsage(`100;200;1:5;0:0;0:7;-1;${grants};1;150`)).toMatchObject({ usage: 100_000_000_000_005n, countedAtMs: 150 })
+  expect(parseStoredUsage(`100;200;1:5;0:0;0:7;-1;${grants};;150`)!.countedAtMs).toBe(150)
+  for (const old of [`100;200;1:5;0:0;0:7;-1;${grants}`, `100;200;1:5;0:0;0:7;-1;${grants};1`, `100;200;1:5;0:0;0:7;-1;${grants};`]) {
+    const stored = parseStoredUsage(old)!
+    expect(stored.countedAtMs).toBeUndefined()
+    expect([...stored.consumed]).toEqual([['promo', 8_000_000_000n]])
+  }
+})

@@ -9,7 +9,8 @@ export const getEntitlements = defineRoute({
   summary: "A customer's active entitlements, reduced",
   description:
     'The entitlements of /v1/access/entitlements/list without type, featureType, usageMode, tierMode, billingInterval, planType, ' +
-    'resetInterval, aggregationMethod and windowSize, grants without type, and an empty subscriptionPhase.',
+    'resetInterval, aggregationMethod and windowSize, grants without type, and an empty subscriptionPhase. metadata.usage is the same, ' +
+    'with asOf (when the counters were read) and usageAsOf (when the gateway accepted the newest event counted; null when none this period).',
   tags: ['catalog'],
   access: { kind: 'project', scope: 'catalog:read' },
   body: EntitlementsListRequest,
