@@ -108,7 +108,6 @@ describe('a gateway whose Redis stalls or dies', () => {
       return pid !== first ? pid : undefined
     })
     expect(second).not.toBe(first)
-    expect(gw.proc.output()).toContain('embedded redis-server restarted')
     for (let i = 0; i < 20; i++) {
       const retry = await gw.call('/v1/budgets/authorize', { key: 'agent', amount: '1', idempotencyKey: `k-${i}` })
       expect(retry.status, JSON.stringify(retry.body)).toBe(200)
