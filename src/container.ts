@@ -30,7 +30,7 @@ import { startHoldExpiry } from './workers/holdExpiry.js'
 import { startIngestWorker, type IngestWorker } from './workers/ingest.js'
 import { startInvoiceWorker, type InvoiceWorker } from './workers/invoices.js'
 import { startJournalWorker, type JournalWorker } from './workers/journal.js'
-import { startNotificationWorker, type NotificationWorker } from './workers/notifications.js'
+import { startNotificationWorker, type DeliveryOutcome, type NotificationWorker } from './workers/notifications.js'
 import { startRunExpiry } from './workers/runExpiry.js'
 import { isUnavailable } from './infra/availability.js'
 
@@ -86,6 +86,7 @@ export function buildServices(options: ContainerOptions): Container {
     catalog,
     entitlements,
     events,
+    history: clickhouse,
     invoices: new InvoiceService(redis, clock, clickhouse, walletForInvoices(redis, clock), {}, (invoice, lines, invoiceOfCycle) =>
       notifications
         .invoiceFinalized(invoice, lines, invoiceOfCycle, clock())
@@ -104,7 +105,7 @@ export function buildServices(options: ContainerOptions): Container {
         .catch((err: unknown) => logger.error({ err, projectId, runId }, 'could not queue limit.reached')),
     ),
     wallet: new WalletService(redis, clock),
-    webhooks: new WebhookService(redis, clock),
+    webhooks: new WebhookService(redis, clock, notificationOptions),
   }
   return {
     config,
@@ -137,6 +138,8 @@ export interface BackgroundOptions {
   sweepIntervalMs: number
   /** Deliver notifications to the projects' webhooks. */
   deliver: boolean
+  /** Told of each webhook delivery attempt's outcome (the metrics). */
+  onDelivery?: ((outcome: DeliveryOutcome) => void) | undefined
 }
 
 export interface Background {
@@ -182,7 +185,7 @@ export function startBackground(
     clickhouse && options.invoiceIntervalMs > 0
       ? startInvoiceWorker({ invoices: services.invoices, clock, logger, intervalMs: options.invoiceIntervalMs })
       : undefined
-  const delivery = options.deliver ? startDelivery(container, options.redisUrl, clock, logger) : undefined
+  const delivery = options.deliver ? startDelivery(container, options.redisUrl, clock, logger, options.onDelivery) : undefined
   logger.info(
     {
       ingest: ingest !== undefined,
@@ -222,14 +225,38 @@ function startIngest(container: Container, clickhouse: ClickHouseStore, redisUrl
     concurrency: container.config.ingestConcurrency,
     lockMs: container.config.ingestLockMs,
     ingestQueue,
-    deadLetterQueue: ingestQueue === INGEST_QUEUE ? DEAD_LETTER_QUEUE : `${ingestQueue}-dlq`,
+    deadLetterQueue: queueNames(container).deadLetter,
     onLimitReached: (projectId, decisions) => container.notifications.limitReached(projectId, decisions, { kind: 'ingest' }),
   })
   return { worker, connection }
 }
 
-function startDelivery(container: Container, redisUrl: string, clock: Clock, logger: Logger): { worker: NotificationWorker; connection: RedisClient } {
+function startDelivery(
+  container: Container,
+  redisUrl: string,
+  clock: Clock,
+  logger: Logger,
+  onDelivery: BackgroundOptions['onDelivery'],
+): { worker: NotificationWorker; connection: RedisClient } {
   const connection = connectRedis(redisUrl, 'metering-notifications', { blocking: true })
-  const worker = startNotificationWorker({ connection, webhooks: container.services.webhooks, clock, logger, options: container.notificationOptions })
+  const worker = startNotificationWorker({
+    connection,
+    webhooks: container.services.webhooks,
+    clock,
+    logger,
+    options: container.notificationOptions,
+    onDelivery,
+  })
   return { worker, connection }
+}
+
+/** The BullMQ queues of this container: ingestion's (a test queue gets its own dead-letter queue) and notifications'. */
+export function queueNames(container: Container): { ingest: string; deadLetter: string; notifications: string; deliveries: string } {
+  const ingest = container.eventOptions.queueName
+  return {
+    ingest,
+    deadLetter: ingest === INGEST_QUEUE ? DEAD_LETTER_QUEUE : `${ingest}-dlq`,
+    notifications: container.notificationOptions.queueName,
+    deliveries: container.notificationOptions.deliveryQueueName,
+  }
 }

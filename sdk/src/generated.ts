@@ -1666,6 +1666,34 @@ export interface BudgetsGetRequest {
 
 export type BudgetsGetResponse = Budget
 
+export interface BudgetsSeriesRequest {
+  /** The budget's key, chosen by the caller, unique within the project. */
+  key: string
+  /** Epoch milliseconds. */
+  fromMs: number
+  /** Epoch milliseconds. */
+  toMs: number
+  /** UTC hours (at most 744 in a window) or UTC days (at most 400). */
+  interval: 'hour' | 'day'
+}
+
+export interface BudgetsSeriesResponse {
+  key: string
+  /** UTC hours (at most 744 in a window) or UTC days (at most 400). */
+  interval: 'hour' | 'day'
+  /** Start of the first bucket, epoch ms. */
+  fromMs: number
+  /** End (exclusive) of the last bucket, epoch ms. */
+  toMs: number
+  points: {
+    /** The bucket's start, epoch ms. */
+    at: number
+    /** Decimal amount, exact. */
+    consumed: string
+    movements: number
+  }[]
+}
+
 export interface BudgetsAuthorizeRequest {
   /** The budget's key, chosen by the caller, unique within the project. */
   key: string
@@ -1792,6 +1820,24 @@ export interface FeaturesListResponse {
   }[]
 }
 
+export interface CustomersListRequest {
+  /** Only ids that start with this text. */
+  prefix?: string
+  /** Only ids after this one: the nextCursor of the page before. */
+  after?: string
+  /** Default 100. */
+  limit?: number
+}
+
+/** A page of customer ids. */
+export interface CustomersListResponse {
+  customers: {
+    id: string
+  }[]
+  /** Pass it as `after` for the next page; null on the last page. */
+  nextCursor: string | null
+}
+
 /** Filters; all must hold. An absent or false filter does not filter. */
 export interface PlansVersionsListRequest {
   /** true: only published plan versions. */
@@ -1915,6 +1961,41 @@ export interface UsageRecordBatchResponse {
   )[]
 }
 
+export interface UsageDeadLettersListRequest {
+  /** Default 100. */
+  limit?: number
+}
+
+export interface UsageDeadLettersListResponse {
+  deadLetters: {
+    /** The dead letter, for POST /v1/usage/dead-letters/replay. */
+    id: string
+    batchId: string
+    /** The project's events in the batch. */
+    events: number
+    customerIds: string[]
+    /** The earliest timestamp of those events, epoch ms. */
+    fromMs: number
+    /** The latest, epoch ms. */
+    toMs: number
+    failedReason: string
+    attempts: number
+    /** When the batch was given up, epoch ms. */
+    atMs: number
+  }[]
+}
+
+export interface UsageDeadLettersReplayRequest {
+  /** From POST /v1/usage/dead-letters/list. */
+  ids: string[]
+}
+
+export interface UsageDeadLettersReplayResponse {
+  /** The dead letters now back in the ingest queue. */
+  requeued: string[]
+  notFound: string[]
+}
+
 export interface AnalyticsUsageGetRequest {
   /** The window ending now: the last 24 hours, 7, 30 or 90 days (each day 24 h). */
   range: '24h' | '7d' | '30d' | '90d'
@@ -1946,6 +2027,42 @@ export interface AnalyticsUsageForecastRequest {
 }
 
 export type AnalyticsUsageForecastResponse = UsageForecast
+
+export interface AnalyticsUsageSeriesRequest {
+  /** The customer whose usage is returned. */
+  customer_id: string
+  /** The customer's project; by default the key's. */
+  project_id?: string
+  /** Epoch milliseconds. */
+  from_ms: number
+  /** Epoch milliseconds. */
+  to_ms: number
+  /** UTC hours (at most 744 in a window) or UTC days (at most 400). */
+  interval: 'hour' | 'day'
+}
+
+export interface AnalyticsUsageSeriesResponse {
+  project_id: string
+  customer_id: string
+  /** UTC hours (at most 744 in a window) or UTC days (at most 400). */
+  interval: 'hour' | 'day'
+  /** Start of the first bucket, epoch ms. */
+  from_ms: number
+  /** End (exclusive) of the last bucket, epoch ms. */
+  to_ms: number
+  /** One series per feature with usage in the window, by feature slug. */
+  features: {
+    feature_slug: string
+    points: {
+      /** The bucket's start, epoch ms. */
+      at: number
+      /** Decimal amount, exact (never a float). */
+      usage: string
+      /** Decimal amount, exact (never a float). */
+      refused: string
+    }[]
+  }[]
+}
 
 export interface WebhooksUpsertRequest {
   /** An http or https URL. */
@@ -2006,6 +2123,18 @@ export interface WebhooksFailuresListResponse {
       [key: string]: unknown
     }
   }[]
+}
+
+export interface WebhooksFailuresReplayRequest {
+  /** Delivery ids from POST /v1/webhooks/failures/list. */
+  deliveryIds: string[]
+}
+
+export interface WebhooksFailuresReplayResponse {
+  /** The deliveries queued again (or still queued). */
+  requeued: string[]
+  /** Ids that are not in the failed list (already replayed, or never failed). */
+  notFound: string[]
 }
 
 export interface PaymentMethodsCreateRequest {
@@ -2178,6 +2307,47 @@ export interface InvoicesCloseResponse {
   }[]
 }
 
+export interface AdminSqlRequest {
+  /** One read-only statement; a trailing `;` is allowed. */
+  query: string
+  /** Rows answered, at most (default 10000). */
+  maxRows?: number
+  /** max_execution_time (default 60); a server store also stops waiting after METERING_CLICKHOUSE_TIMEOUT_MS. */
+  timeoutSeconds?: number
+}
+
+export interface AdminSqlResponse {
+  /** server: CLICKHOUSE_URL; embedded: chDB. */
+  store: 'server' | 'embedded'
+  database: string
+  /** As ClickHouse renders JSONEachRow: 64-bit integers are strings; select decimals with toString(). */
+  rows: {
+    [key: string]: unknown
+  }[]
+  /** More rows came back than maxRows; the first maxRows are here. */
+  truncated: boolean
+}
+
+export interface AdminInvoicesCloseRequest {
+  projectId: string
+  /** Only this customer's subscriptions (default: every customer of the project). */
+  customerId?: string
+}
+
+export interface AdminInvoicesCloseResponse {
+  /** Invoices this call created. */
+  created: string[]
+  /** Invoices this call finished that an interrupted close had drafted. */
+  finalized: string[]
+  /** Ended cycles whose invoice already existed. */
+  existing: number
+  /** Subscriptions whose cycles could not be closed this time (retried by the next close). */
+  errors: {
+    subscriptionId: string
+    message: string
+  }[]
+}
+
 /** Every operation of the API: its method, its path (with `{param}`s) and the error statuses it declares. */
 export const OPERATIONS = {
   'projects.create': { method: 'POST', path: '/v1/projects/create', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
@@ -2185,6 +2355,7 @@ export const OPERATIONS = {
   'keys.revoke': { method: 'POST', path: '/v1/keys/revoke', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'budgets.upsert': { method: 'POST', path: '/v1/budgets/upsert', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'budgets.get': { method: 'POST', path: '/v1/budgets/get', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
+  'budgets.series': { method: 'POST', path: '/v1/budgets/series', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'budgets.authorize': { method: 'POST', path: '/v1/budgets/authorize', errors: [400, 401, 402, 403, 404, 409, 413, 429, 500, 503] },
   'budgets.settle': { method: 'POST', path: '/v1/budgets/settle', errors: [400, 401, 403, 404, 409, 413, 429, 500, 503] },
   'budgets.release': { method: 'POST', path: '/v1/budgets/release', errors: [400, 401, 403, 404, 409, 413, 429, 500, 503] },
@@ -2192,6 +2363,7 @@ export const OPERATIONS = {
   'budgets.record': { method: 'POST', path: '/v1/budgets/record', errors: [400, 401, 403, 404, 409, 413, 429, 500, 503] },
   'config.apply': { method: 'POST', path: '/v1/config/apply', errors: [400, 401, 403, 404, 409, 413, 429, 500, 503] },
   'features.list': { method: 'GET', path: '/v1/features/list', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
+  'customers.list': { method: 'POST', path: '/v1/customers/list', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'plans.versions.list': { method: 'POST', path: '/v1/plans/versions/list', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'planVersions.list': { method: 'POST', path: '/v1/plan-versions/list', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'planVersions.get': { method: 'GET', path: '/v1/plan-versions/get/{planVersionId}', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
@@ -2201,12 +2373,16 @@ export const OPERATIONS = {
   'access.update': { method: 'POST', path: '/v1/access/update', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'usage.record': { method: 'POST', path: '/v1/usage/record', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'usage.recordBatch': { method: 'POST', path: '/v1/usage/record-batch', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
+  'usage.deadLetters.list': { method: 'POST', path: '/v1/usage/dead-letters/list', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
+  'usage.deadLetters.replay': { method: 'POST', path: '/v1/usage/dead-letters/replay', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'analytics.usage.get': { method: 'POST', path: '/v1/analytics/usage/get', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'analytics.usage.forecast': { method: 'POST', path: '/v1/analytics/usage/forecast', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
+  'analytics.usage.series': { method: 'POST', path: '/v1/analytics/usage/series', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'webhooks.upsert': { method: 'POST', path: '/v1/webhooks/upsert', errors: [400, 401, 403, 404, 409, 413, 429, 500, 503] },
   'webhooks.list': { method: 'POST', path: '/v1/webhooks/list', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'webhooks.delete': { method: 'POST', path: '/v1/webhooks/delete', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'webhooks.failures.list': { method: 'POST', path: '/v1/webhooks/failures/list', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
+  'webhooks.failures.replay': { method: 'POST', path: '/v1/webhooks/failures/replay', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'paymentMethods.create': { method: 'POST', path: '/v1/payment-methods/create', errors: [400, 401, 403, 404, 412, 413, 429, 500, 503] },
   'paymentMethods.list': { method: 'POST', path: '/v1/payment-methods/list', errors: [400, 401, 403, 404, 412, 413, 429, 500, 503] },
   'runs.start': { method: 'POST', path: '/v1/runs/start', errors: [400, 401, 402, 403, 404, 409, 412, 413, 429, 500, 503] },
@@ -2219,6 +2395,8 @@ export const OPERATIONS = {
   'invoices.get': { method: 'GET', path: '/v1/invoices/get/{invoiceId}', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'invoices.list': { method: 'POST', path: '/v1/invoices/list', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
   'invoices.close': { method: 'POST', path: '/v1/invoices/close', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
+  'admin.sql': { method: 'POST', path: '/v1/admin/sql', errors: [400, 401, 403, 404, 412, 413, 429, 500, 503] },
+  'admin.invoices.close': { method: 'POST', path: '/v1/admin/invoices/close', errors: [400, 401, 403, 404, 413, 429, 500, 503] },
 } as const
 
 /** An operationId of the API. */
@@ -2277,6 +2455,15 @@ export abstract class ApiMethods {
      * `POST /v1/budgets/get` (`budgets.get`); errors: 400, 401, 403, 404, 413, 429, 500, 503.
      */
     get: (body: BudgetsGetRequest, options?: CallOptions): Promise<BudgetsGetResponse> => this.call<BudgetsGetResponse>('budgets.get', { body }, options),
+    /**
+     * What a budget consumed over time.
+     *
+     * What the budget's movements (settles, expiries, charges, records, lease reports) consumed in each UTC hour or day of the window, read from the journal in ClickHouse: movements appear once the journal worker has drained them (METERING_JOURNAL_INTERVAL_MS). The window is widened to whole buckets and answered as used; every bucket has a point. 400 when the window is empty or has too many buckets. Our addition to the spec (the console's charts).
+     *
+     * `POST /v1/budgets/series` (`budgets.series`); errors: 400, 401, 403, 404, 413, 429, 500, 503.
+     */
+    series: (body: BudgetsSeriesRequest, options?: CallOptions): Promise<BudgetsSeriesResponse> =>
+      this.call<BudgetsSeriesResponse>('budgets.series', { body }, options),
     /**
      * Authorize a hold.
      *
@@ -2345,6 +2532,18 @@ export abstract class ApiMethods {
      * `GET /v1/features/list` (`features.list`); errors: 400, 401, 403, 404, 413, 429, 500, 503.
      */
     list: (options?: CallOptions): Promise<FeaturesListResponse> => this.call<FeaturesListResponse>('features.list', {}, options),
+  }
+
+  readonly customers = {
+    /**
+     * The project's customers, by id.
+     *
+     * The ids of the customers that config documents created (POST /v1/config/apply), in code-point order, a page at a time: `prefix` keeps the ids that start with it, `after` starts past an id (pass the answer's nextCursor), `limit` 1–1,000 (100). Our addition to the spec (the console lists customers with it).
+     *
+     * `POST /v1/customers/list` (`customers.list`); errors: 400, 401, 403, 404, 413, 429, 500, 503.
+     */
+    list: (body?: CustomersListRequest, options?: CallOptions): Promise<CustomersListResponse> =>
+      this.call<CustomersListResponse>('customers.list', { body: body ?? {} }, options),
   }
 
   readonly plans = {
@@ -2448,6 +2647,26 @@ export abstract class ApiMethods {
      */
     recordBatch: (body: UsageRecordBatchRequest, options?: CallOptions): Promise<UsageRecordBatchResponse> =>
       this.call<UsageRecordBatchResponse>('usage.recordBatch', { body }, options),
+    deadLetters: {
+      /**
+       * Usage batches the ingest worker gave up on, with events of this project.
+       *
+       * Accepted usage events are written to ClickHouse by the ingest worker in batches; a batch that failed every attempt waits in the dead-letter queue until it is replayed. Lists up to `limit` of those (among the oldest 1000) holding events of the key's project, oldest first, describing only this project's events: how many, their customers (at most 20), the span of their timestamps, and why and when the batch was given up. Our addition to the spec.
+       *
+       * `POST /v1/usage/dead-letters/list` (`usage.deadLetters.list`); errors: 400, 401, 403, 404, 413, 429, 500, 503.
+       */
+      list: (body?: UsageDeadLettersListRequest, options?: CallOptions): Promise<UsageDeadLettersListResponse> =>
+        this.call<UsageDeadLettersListResponse>('usage.deadLetters.list', { body: body ?? {} }, options),
+      /**
+       * Send dead-lettered usage batches to the ingest worker again.
+       *
+       * Each named dead letter holding events of the project goes back to the ingest queue whole, with its batch id and the full retries; ClickHouse keeps every event once however often a batch is replayed (src/events/README.md). Ids that are not dead letters with events of the key's project are answered in notFound. Our addition to the spec.
+       *
+       * `POST /v1/usage/dead-letters/replay` (`usage.deadLetters.replay`); errors: 400, 401, 403, 404, 413, 429, 500, 503.
+       */
+      replay: (body: UsageDeadLettersReplayRequest, options?: CallOptions): Promise<UsageDeadLettersReplayResponse> =>
+        this.call<UsageDeadLettersReplayResponse>('usage.deadLetters.replay', { body }, options),
+    },
   }
 
   readonly analytics = {
@@ -2470,6 +2689,15 @@ export abstract class ApiMethods {
        */
       forecast: (body: AnalyticsUsageForecastRequest, options?: CallOptions): Promise<AnalyticsUsageForecastResponse> =>
         this.call<AnalyticsUsageForecastResponse>('analytics.usage.forecast', { body }, options),
+      /**
+       * A customer's usage per feature over time.
+       *
+       * The customer's accepted usage (what is billed) and refused usage per feature in each UTC hour or day of the window, from the ClickHouse aggregates. The window is widened to whole buckets (from_ms down, to_ms up) and answered as used; every bucket has a point, 0 when empty; features without usage in the window have no series. 400 when the window is empty or has too many buckets; a project_id other than the key's is 403. Our addition to the spec (the console's charts).
+       *
+       * `POST /v1/analytics/usage/series` (`analytics.usage.series`); errors: 400, 401, 403, 404, 413, 429, 500, 503.
+       */
+      series: (body: AnalyticsUsageSeriesRequest, options?: CallOptions): Promise<AnalyticsUsageSeriesResponse> =>
+        this.call<AnalyticsUsageSeriesResponse>('analytics.usage.series', { body }, options),
     },
   }
 
@@ -2509,6 +2737,15 @@ export abstract class ApiMethods {
        */
       list: (body?: WebhooksFailuresListRequest, options?: CallOptions): Promise<WebhooksFailuresListResponse> =>
         this.call<WebhooksFailuresListResponse>('webhooks.failures.list', { body: body ?? {} }, options),
+      /**
+       * Deliver failed webhook deliveries again.
+       *
+       * Queues each named delivery of the failed list again under the same delivery id (receivers dedup by x-metering-delivery), with the full attempts (METERING_WEBHOOK_ATTEMPTS), to the endpoint as it is now, and takes it off the failed list; if every attempt fails again it is listed again. A delivery still queued is not queued twice. Ids not in the failed list are answered in notFound.
+       *
+       * `POST /v1/webhooks/failures/replay` (`webhooks.failures.replay`); errors: 400, 401, 403, 404, 413, 429, 500, 503.
+       */
+      replay: (body: WebhooksFailuresReplayRequest, options?: CallOptions): Promise<WebhooksFailuresReplayResponse> =>
+        this.call<WebhooksFailuresReplayResponse>('webhooks.failures.replay', { body }, options),
     },
   }
 
@@ -2629,5 +2866,27 @@ export abstract class ApiMethods {
      */
     close: (body?: InvoicesCloseRequest, options?: CallOptions): Promise<InvoicesCloseResponse> =>
       this.call<InvoicesCloseResponse>('invoices.close', { body: body ?? {} }, options),
+  }
+
+  readonly admin = {
+    /**
+     * Run a read-only SQL query on the usage history (root key only).
+     *
+     * For operators and the data team: one statement (SELECT, WITH, SHOW, DESCRIBE, DESC, EXPLAIN) on the ClickHouse store the gateway writes to: the server of CLICKHOUSE_URL, or the embedded chDB, which only the gateway may open while it runs (one process per data directory; `npm run cli -- sql` comes here then). Refused before it is sent (400 not_read_only) when it is anything else, holds `;` before its end, or has INTO OUTFILE, FORMAT or SETTINGS; then run with readonly = 1 (ClickHouse refuses writes, DDL and table functions itself) and max_execution_time. A query ClickHouse rejects is 400 query_failed with its message; 412 no_history_store when the gateway runs without ClickHouse. Tables and example queries: src/infra/clickhouse/README.md. Our addition to the spec.
+     *
+     * `POST /v1/admin/sql` (`admin.sql`); errors: 400, 401, 403, 404, 412, 413, 429, 500, 503.
+     */
+    sql: (body: AdminSqlRequest, options?: CallOptions): Promise<AdminSqlResponse> => this.call<AdminSqlResponse>('admin.sql', { body }, options),
+    invoices: {
+      /**
+       * Close a project's ended billing cycles into invoices now (root key only).
+       *
+       * POST /v1/invoices/close for the operator, naming the project: what `npm run cli -- invoices close` asks a running gateway to do, since closing a cycle reads its usage from ClickHouse and only the gateway may open the embedded chDB while it runs. Idempotent: a cycle already invoiced is counted in `existing` and never invoiced twice. Our addition to the spec.
+       *
+       * `POST /v1/admin/invoices/close` (`admin.invoices.close`); errors: 400, 401, 403, 404, 413, 429, 500, 503.
+       */
+      close: (body: AdminInvoicesCloseRequest, options?: CallOptions): Promise<AdminInvoicesCloseResponse> =>
+        this.call<AdminInvoicesCloseResponse>('admin.invoices.close', { body }, options),
+    },
   }
 }

@@ -1,17 +1,19 @@
 import { pathToFileURL } from 'node:url'
 import type { Logger } from 'pino'
-import { buildServices, startBackground, type Container } from '../container.js'
+import { buildServices, queueNames, startBackground, type Container } from '../container.js'
+import { publishGatewayUrl } from './cli/gatewayUrl.js'
 import type { EventOptions } from '../events/options.js'
 import { createHttpApp, listen, Traffic, type Readiness } from '../http/app.js'
 import { Metrics } from '../http/metrics.js'
 import { buildOpenApi } from '../http/openapi.js'
 import { rawRoutes, routes } from '../http/routes/index.js'
 import type { Services } from '../http/services.js'
+import { observeInserts } from '../infra/clickhouse/observed.js'
 import { openHistory } from '../infra/clickhouse/open.js'
 import type { ClickHouseStore } from '../infra/clickhouse/store.js'
 import { closeRedis, connectRedis } from '../infra/redis/connection.js'
 import { startEmbeddedRedis } from '../infra/redis/local.js'
-import { libraryLoaded, loadLibrary, scriptsInUse, type RedisClient } from '../infra/redis/scripts.js'
+import { libraryLoaded, loadLibrary, type RedisClient } from '../infra/redis/scripts.js'
 import { systemClock, type Clock } from '../kernel/clock.js'
 import { loadConfig, type Config } from '../kernel/config.js'
 import { createLogger } from '../kernel/logger.js'
@@ -73,7 +75,10 @@ function hostForUrl(host: string): string {
 export async function startGateway(config: Config, overrides: GatewayOverrides = {}): Promise<Gateway> {
   const clock = overrides.clock ?? systemClock
   const logger = overrides.logger ?? createLogger(config)
-  const { redis, redisUrl, clickhouse, stopStores } = await openStores(config, overrides, logger)
+  const { redis, redisUrl, clickhouse: store, stopStores } = await openStores(config, overrides, logger)
+  // Requests, scripts, inserts, deliveries, queues and the process: GET /metrics (README "Metrics").
+  const metrics = new Metrics({ logger, accessLogSample: config.accessLogSample })
+  const clickhouse = store && observeInserts(store, metrics.clickhouse)
   let state: GatewayState = 'starting'
   // Setup links name the gateway's public URL; without METERING_PUBLIC_URL, the address it listens on.
   let listeningUrl = ''
@@ -88,6 +93,7 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
     publicUrl: () => config.publicUrl ?? listeningUrl,
   })
   const { services } = container
+  metrics.watch(redis, queueNames(container))
   await services.keys.listen()
   const traffic = new Traffic()
   const app = createHttpApp({
@@ -95,7 +101,7 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
     rawRoutes,
     services,
     logger,
-    metrics: new Metrics(scriptsInUse()),
+    metrics,
     openapi: buildOpenApi(routes),
     docsUrl: config.docsUrl,
     maxBodyBytes: config.maxBodyBytes,
@@ -116,20 +122,25 @@ export async function startGateway(config: Config, overrides: GatewayOverrides =
     invoiceIntervalMs: config.invoiceIntervalMs,
     sweepIntervalMs: config.sweepIntervalMs,
     deliver: container.notificationOptions.worker,
+    onDelivery: metrics.onDelivery,
   })
   if (!config.rootKey) logger.warn('METERING_ROOT_KEY is not set: create projects with `npm run cli -- project create`')
   state = 'serving'
+  // A gateway on its data directory's embedded stores tells `npm run cli` where it listens (<dataDir>/gateway.url).
+  const unpublish = !config.redisUrl || clickhouse?.kind === 'embedded' ? await publishGatewayUrl(config.dataDir, listeningUrl, logger) : undefined
   logger.info({ port: server.port, url: listeningUrl }, `metering gateway listening on ${listeningUrl}`)
   return gatewayHandle({ port: server.port, redis, container, clickhouse, logger }, background, async () => {
     // Unready at once (/readyz: 503), no new connections; what was received is answered (each
     // answer closing its connection), then the rest closes in dependency order.
     state = 'stopping'
+    await unpublish?.()
     traffic.draining = true
     server.close()
     await traffic.idle()
     server.closeAll()
     await background.close()
     await container.close()
+    await metrics.close()
     await stopStores()
   })
 }

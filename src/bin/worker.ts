@@ -1,4 +1,6 @@
 import { buildServices, startBackground } from '../container.js'
+import { Metrics, serveMetrics } from '../http/metrics.js'
+import { observeInserts } from '../infra/clickhouse/observed.js'
 import { openHistory } from '../infra/clickhouse/open.js'
 import { closeRedis, connectRedis } from '../infra/redis/connection.js'
 import { loadLibrary } from '../infra/redis/scripts.js'
@@ -28,7 +30,10 @@ if (!config.clickhouseUrl) {
   )
   process.exit(1)
 }
-const store = await openHistory(config)
+// Inserts, deliveries, scripts and the process; served on METERING_METRICS_PORT when set (README "Metrics").
+const metrics = new Metrics()
+const store = observeInserts(await openHistory(config), metrics.clickhouse)
+const metricsServer = config.metricsPort === undefined ? undefined : await serveMetrics(metrics, config.host, config.metricsPort)
 const redis = connectRedis(config.redisUrl, 'metering-worker', {
   commandTimeoutMs: config.redisTimeoutMs,
   onError: (err) => logger.warn({ err }, 'redis connection lost; reconnecting'),
@@ -46,6 +51,7 @@ const background = startBackground(container, store, {
   invoiceIntervalMs: config.invoiceIntervalMs || 60_000,
   sweepIntervalMs: config.sweepIntervalMs || 5000,
   deliver: true,
+  onDelivery: metrics.onDelivery,
 })
 logger.info(
   { clickhouse: store.kind, database: store.database, concurrency: config.ingestConcurrency },
@@ -64,6 +70,8 @@ const stop = async (signal: string) => {
   }, config.shutdownDeadlineMs).unref()
   await background.close()
   await container.close()
+  await metricsServer?.close()
+  await metrics.close()
   await store.close()
   await closeRedis(redis)
   process.exit(0)

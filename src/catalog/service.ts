@@ -143,6 +143,12 @@ export class CatalogService {
     return status === 'ok' ? success({}) : customerNotFound(request.customerId)
   }
 
+  /** POST /v1/customers/list: the ids of the project's customers (those config documents created), sorted. */
+  async listCustomerIds(projectId: string): Promise<string[]> {
+    const { index } = await store.readCatalogState(this.redis, projectId)
+    return Object.keys(index.customers).sort()
+  }
+
   /** For the usage and run paths: one HGET. A customer that does not exist is not disabled. */
   isCustomerDisabled(projectId: string, customerId: string): Promise<boolean> {
     return store.readCustomerDisabled(this.redis, projectId, customerId)

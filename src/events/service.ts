@@ -1,5 +1,5 @@
 import { hash, randomUUID } from 'node:crypto'
-import { Queue } from 'bullmq'
+import { Queue, type Job } from 'bullmq'
 import type { Logger } from 'pino'
 import type { Clock } from '../kernel/clock.js'
 import { failure, invalid, success, type Issue, type Result } from '../kernel/errors.js'
@@ -7,7 +7,8 @@ import { compile, depthIssue } from '../kernel/validation.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
 import { Batcher } from './batcher.js'
 import { DEFAULT_EVENT_OPTIONS, type EventOptions } from './options.js'
-import { BATCH_JOB, QUEUE_PREFIX, ingestJobOptions } from './queue.js'
+import { replayDeadLetters, type DeadLetterData } from './deadLetters.js'
+import { BATCH_JOB, DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX, ingestJobOptions } from './queue.js'
 import { admitEvents, markEventsSeen, type Verdict } from './redis.js'
 import { UsageEventInput, type BatchResult } from './schemas.js'
 import type { Admission, IngestJobData, UsageEvent } from './types.js'
@@ -20,6 +21,26 @@ interface Pending {
 }
 
 const eventValidator = compile(UsageEventInput)
+
+/** How many dead letters (the oldest) a project's listing looks through: each is read whole. */
+export const DEAD_LETTERS_EXAMINED = 1000
+
+/** A dead letter as a project sees it: only its own events are described. */
+export interface ProjectDeadLetter {
+  id: string
+  batchId: string
+  /** The project's events in it. */
+  events: number
+  /** Their customers (at most 20). */
+  customerIds: string[]
+  /** The earliest and latest of their timestamps, epoch ms. */
+  fromMs: number
+  toMs: number
+  failedReason: string
+  attempts: number
+  /** When it was given up, epoch ms. */
+  atMs: number
+}
 
 /**
  * Raw usage ingestion (src/events/README.md): validates events, and answers once each is in a
@@ -107,6 +128,60 @@ export class EventService {
     await Promise.all(this.marking)
     await this.queue.close()
     await this.queueConnection.quit()
+  }
+
+  /**
+   * The dead letters holding events of the project (POST /v1/usage/dead-letters/list), oldest
+   * first, at most `limit`, among the oldest `DEAD_LETTERS_EXAMINED` of the dead-letter queue. A dead letter is a
+   * whole group commit, which may hold other projects' events: only this project's are described
+   * (how many, of which customers, over which timestamps).
+   */
+  async projectDeadLetters(projectId: string, limit: number): Promise<ProjectDeadLetter[]> {
+    const jobs = await this.withDeadLetters((dlq) => dlq.getJobs(['waiting', 'delayed', 'prioritized'], 0, DEAD_LETTERS_EXAMINED - 1, true))
+    const mine: ProjectDeadLetter[] = []
+    for (const job of jobs as (Job<DeadLetterData> | undefined)[]) {
+      const described = job && describeDeadLetter(job, projectId)
+      if (described) mine.push(described)
+      if (mine.length === limit) break
+    }
+    return mine
+  }
+
+  /**
+   * Replays dead letters that hold events of the project (POST /v1/usage/dead-letters/replay;
+   * replayDeadLetters in deadLetters.ts): each goes back to the ingest queue whole, with its
+   * batchId, so events of other projects in it are written once too (ClickHouse dedups them).
+   * An id that is not a dead letter with events of the project is `notFound`.
+   */
+  async replayProjectDeadLetters(projectId: string, ids: readonly string[]): Promise<{ requeued: string[]; notFound: string[] }> {
+    const wanted = [...new Set(ids)]
+    const jobs = await this.withDeadLetters((dlq) => Promise.all(wanted.map((id) => dlq.getJob(id) as Promise<Job<DeadLetterData> | undefined>)))
+    const owned = wanted.filter((_, i) => jobs[i]?.data?.events?.some((e) => e.projectId === projectId))
+    const requeued =
+      owned.length === 0
+        ? []
+        : await replayDeadLetters({
+            connection: this.queueConnection,
+            ingestQueue: this.options.queueName,
+            deadLetterQueue: this.deadLetterQueueName(),
+            ids: owned,
+            retry: this.options.retry,
+          })
+    return { requeued, notFound: wanted.filter((id) => !requeued.includes(id)) }
+  }
+
+  /** The ingest queue's dead letters, as src/container.ts starts the ingest worker with. */
+  private deadLetterQueueName(): string {
+    return this.options.queueName === INGEST_QUEUE ? DEAD_LETTER_QUEUE : `${this.options.queueName}-dlq`
+  }
+
+  private async withDeadLetters<T>(use: (dlq: Queue<DeadLetterData>) => Promise<T>): Promise<T> {
+    const dlq = new Queue<DeadLetterData>(this.deadLetterQueueName(), { connection: this.queueConnection, prefix: QUEUE_PREFIX })
+    try {
+      return await use(dlq)
+    } finally {
+      await dlq.close()
+    }
   }
 
   /**
@@ -231,4 +306,23 @@ export function eventIdOf(projectId: string, input: { id?: string | undefined; i
 
 function customerDisabled(customerId: string) {
   return failure('forbidden', 'customer_disabled', `Customer ${customerId} is disabled (POST /v1/access/update); its usage is refused.`)
+}
+
+/** A dead letter as the project sees it: only its own events; undefined when it holds none. */
+function describeDeadLetter(job: Job<DeadLetterData>, projectId: string): ProjectDeadLetter | undefined {
+  const own = job.data?.events?.filter((e) => e.projectId === projectId) ?? []
+  if (own.length === 0) return undefined
+  const times = own.map((e) => e.timestampMs)
+  const { failedReason, attempts, atMs } = job.data.deadLetter
+  return {
+    id: job.id!,
+    batchId: job.data.batchId,
+    events: own.length,
+    customerIds: [...new Set(own.map((e) => e.customerId))].slice(0, 20),
+    fromMs: Math.min(...times),
+    toMs: Math.max(...times),
+    failedReason,
+    attempts,
+    atMs,
+  }
 }

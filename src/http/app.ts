@@ -74,6 +74,9 @@ interface Exchange {
   done: boolean
   started: number
   route: string
+  method: string
+  /** The calling key's project once its key is verified (the access log's projectId). */
+  projectId: string | undefined
 }
 
 const RAW_STATUS_LINES: Record<number, string> = {
@@ -118,7 +121,7 @@ function send(options: HttpOptions, ex: Exchange, status: number, line: string, 
     if (headers) for (const name in headers) ex.res.writeHeader(name, headers[name]!)
     ex.res.end(body, close || options.traffic.draining)
   })
-  options.metrics.record(ex.route, status, (performance.now() - ex.started) / 1000)
+  options.metrics.answered(ex, status)
 }
 
 /** Marks an exchange answered (or abandoned): nothing more is written, and it no longer counts as open. */
@@ -133,7 +136,7 @@ function fail(options: HttpOptions, ex: Exchange, f: ErrorLike, headers?: Record
 }
 
 /** The exchange of one request: the caller's request id when it is a sane one, else a fresh one. */
-function begin(options: HttpOptions, res: HttpResponse, req: HttpRequest, route: string): Exchange {
+function begin(options: HttpOptions, res: HttpResponse, req: HttpRequest, route: string, method = 'GET'): Exchange {
   const given = req.getHeader('x-request-id')
   const ex: Exchange = {
     res,
@@ -141,6 +144,8 @@ function begin(options: HttpOptions, res: HttpResponse, req: HttpRequest, route:
     done: false,
     started: performance.now(),
     route,
+    method,
+    projectId: undefined,
   }
   options.traffic.enter()
   res.onAborted(() => {
@@ -190,7 +195,7 @@ function serveRoute(app: TemplatedApp, options: HttpOptions, route: AnyRoute): v
   const queryValidator = route.query ? compile(route.query) : undefined
   const paramNames = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
   register(app, route.method, route.path, (res: HttpResponse, req: HttpRequest) => {
-    const ex = begin(options, res, req, route.path)
+    const ex = begin(options, res, req, route.path, route.method)
     // uWS's request object is only valid until this callback returns: read all of it now.
     const authorization = req.getHeader('authorization')
     const contentType = req.getHeader('content-type')
@@ -249,6 +254,7 @@ async function runRoute(
   input: { body: unknown; query: unknown },
   params: Record<string, string>,
 ): Promise<void> {
+  if (who.kind === 'project') ex.projectId = who.projectId
   if (options.rateLimiter && who.kind === 'project') {
     const verdict = await options.rateLimiter.hit(who.keyId)
     if (!verdict.allowed) {
@@ -275,7 +281,7 @@ function serveRawRoute(app: TemplatedApp, options: HttpOptions, route: RawRoute)
   const { services } = options
   const paramNames = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
   register(app, route.method, route.path, (res: HttpResponse, req: HttpRequest) => {
-    const ex = begin(options, res, req, route.path)
+    const ex = begin(options, res, req, route.path, route.method)
     const params = readParams(req, paramNames)
     const contentType = req.getHeader('content-type')
     const query = req.getQuery() ?? ''
@@ -304,7 +310,7 @@ function sendRaw(options: HttpOptions, ex: Exchange, result: RawResult): void {
     for (const name in result.headers) ex.res.writeHeader(name, result.headers[name]!)
     ex.res.end(result.body, options.traffic.draining)
   })
-  options.metrics.record(ex.route, result.status, (performance.now() - ex.started) / 1000)
+  options.metrics.answered(ex, result.status)
 }
 
 /** Built-ins: health, metrics, the OpenAPI document (serialized once, it does not change). */
@@ -327,14 +333,10 @@ function serveBuiltins(app: TemplatedApp, options: HttpOptions): void {
   }
   app.get('/metrics', (res, req) => {
     const ex = begin(options, res, req, '/metrics')
-    if (ex.done) return
-    finish(options, ex)
-    res.cork(() =>
-      res
-        .writeStatus('200 OK')
-        .writeHeader('content-type', 'text/plain; version=0.0.4')
-        .writeHeader('x-request-id', ex.requestId)
-        .end(metrics.render(), options.traffic.draining),
+    // Scrape-time figures are read from Redis (src/http/metrics.ts): the answer waits for them.
+    metrics.render().then(
+      (body) => sendRaw(options, ex, { status: 200, headers: { 'content-type': metrics.contentType }, body }),
+      (error: unknown) => internalFailure(options, ex, '/metrics', error),
     )
   })
   const openapiText = JSON.stringify(options.openapi)
@@ -349,7 +351,7 @@ function serveUnmatched(app: TemplatedApp, options: HttpOptions): void {
   allowed.set('/livez', ['GET']).set('/readyz', ['GET']).set('/healthz', ['GET']).set('/metrics', ['GET']).set('/v1/openapi.json', ['GET'])
   for (const [path, methods] of allowed) {
     app.any(path, (res, req) => {
-      const ex = begin(options, res, req, path)
+      const ex = begin(options, res, req, path, req.getMethod().toUpperCase())
       fail(
         options,
         ex,
@@ -363,7 +365,7 @@ function serveUnmatched(app: TemplatedApp, options: HttpOptions): void {
     })
   }
   app.any('/*', (res, req) => {
-    const ex = begin(options, res, req, 'unmatched')
+    const ex = begin(options, res, req, 'unmatched', req.getMethod().toUpperCase())
     fail(options, ex, failure('not_found', 'route_not_found', `No route ${req.getMethod().toUpperCase()} ${req.getUrl()}.`))
   })
 }

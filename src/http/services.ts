@@ -3,6 +3,7 @@ import type { BudgetService } from '../budgets/service.js'
 import type { CatalogService } from '../catalog/service.js'
 import type { EntitlementService } from '../entitlements/service.js'
 import type { EventService } from '../events/service.js'
+import type { ClickHouseStore } from '../infra/clickhouse/store.js'
 import type { InvoiceService } from '../invoices/service.js'
 import type { KeyService } from '../keys/service.js'
 import type { WebhookService } from '../notifications/webhooks.js'
@@ -17,6 +18,8 @@ export interface Services {
   catalog: CatalogService
   entitlements: EntitlementService
   events: EventService
+  /** The usage history, for root's read-only SQL (POST /v1/admin/sql); undefined without ClickHouse. */
+  history: ClickHouseStore | undefined
   invoices: InvoiceService
   keys: KeyService
   payments: PaymentService

@@ -75,6 +75,17 @@ export interface Config {
   invoiceIntervalMs: number
   logLevel: string
   prettyLogs: boolean
+  /**
+   * METERING_ACCESS_LOG_SAMPLE: the share of requests (0..1) that get an access log line (pino,
+   * info: method, route, status, ms, requestId, projectId); 0, the default, logs none, 1 every
+   * one. Answers of 500 and above are always logged.
+   */
+  accessLogSample: number
+  /**
+   * METERING_METRICS_PORT: where `npm run worker` serves its Prometheus metrics (GET /metrics);
+   * unset: it serves none. The gateway serves /metrics on its own port.
+   */
+  metricsPort: number | undefined
   /** METERING_PUBLIC_URL: the base URL clients reach the gateway at (payment setup links); unset → http://<host>:<port>. */
   publicUrl: string | undefined
   /** METERING_PAYMENT_SETUP_TTL_MS: how long a sandbox payment setup link stays valid. */
@@ -103,6 +114,15 @@ export function redisWaitReplicasOf(env: NodeJS.ProcessEnv): number {
   const replicas = int('METERING_REDIS_WAIT_REPLICAS', 0, env)
   if (replicas > 0 && !env.REDIS_URL) throw new Error('METERING_REDIS_WAIT_REPLICAS needs REDIS_URL: the embedded redis-server has no replicas')
   return replicas
+}
+
+/** METERING_ACCESS_LOG_SAMPLE: a share from 0 to 1 (0 when unset); anything else is an error. */
+export function accessLogSampleOf(env: NodeJS.ProcessEnv): number {
+  const raw = env.METERING_ACCESS_LOG_SAMPLE
+  if (raw === undefined || raw === '') return 0
+  const value = Number(raw)
+  if (!Number.isFinite(value) || value < 0 || value > 1) throw new Error(`METERING_ACCESS_LOG_SAMPLE must be a number from 0 to 1, got ${raw}`)
+  return value
 }
 
 function int(name: string, fallback: number, env: NodeJS.ProcessEnv): number {
@@ -140,6 +160,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     invoiceIntervalMs: int('METERING_INVOICE_INTERVAL_MS', 60_000, env),
     logLevel: env.LOG_LEVEL ?? 'info',
     prettyLogs: env.LOG_PRETTY ? env.LOG_PRETTY !== '0' : Boolean(process.stdout.isTTY),
+    accessLogSample: accessLogSampleOf(env),
+    metricsPort: env.METERING_METRICS_PORT ? int('METERING_METRICS_PORT', 0, env) : undefined,
     publicUrl: env.METERING_PUBLIC_URL ? env.METERING_PUBLIC_URL.replace(/\/+$/, '') : undefined,
     paymentSetupTtlMs: Math.max(1000, int('METERING_PAYMENT_SETUP_TTL_MS', 30 * 60_000, env)),
     stripeSecretKey: env.STRIPE_SECRET_KEY || undefined,

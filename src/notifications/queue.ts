@@ -30,6 +30,8 @@ const JOB_OPTIONS = { removeOnComplete: 1000, removeOnFail: 5000, attempts: 5, b
 /** How long a budget.exceeded dedup key outlives its period's end (and how long one of a period that never ends lives). */
 const KEEP_AFTER_PERIOD_MS = 7 * 86_400_000
 const FOREVER_TTL_MS = 400 * 86_400_000
+/** The longest close() waits for notifications still being queued. */
+const CLOSE_WAIT_MS = 2_000
 
 /**
  * Queues notifications as BullMQ jobs for the notification worker (src/workers/notifications.ts),
@@ -41,6 +43,8 @@ const FOREVER_TTL_MS = 400 * 86_400_000
  */
 export class Notifications {
   private readonly queue: Queue
+  /** Notifications being queued without their caller waiting (limitCrossed, budgetExceeded): close() waits for them. */
+  private readonly queuing = new Set<Promise<void>>()
 
   /**
    * `connection` is the queue's own: sharing the gateway's command connection with BullMQ cost
@@ -56,7 +60,11 @@ export class Notifications {
 
   limitCrossed(event: Omit<LimitCrossed, 'type' | 'id'>): void {
     const job: LimitCrossed = { type: 'limit.crossed', id: 'ntf_' + randomUUID().replace(/-/g, ''), ...event }
-    this.queue.add(job.type, job, JOB_OPTIONS).catch((err: unknown) => this.logger.error({ err, event: job }, 'could not queue a limit.crossed notification'))
+    this.track(
+      this.queue
+        .add(job.type, job, JOB_OPTIONS)
+        .catch((err: unknown) => this.logger.error({ err, event: job }, 'could not queue a limit.crossed notification')),
+    )
   }
 
   /** Queues the limit.reached of decisions the counting scripts made (the ingest claim, a run's consume). */
@@ -91,7 +99,13 @@ export class Notifications {
         throw err
       }
     }
-    send().catch((err: unknown) => this.logger.error({ err, event }, 'could not queue a budget.exceeded notification'))
+    this.track(send().catch((err: unknown) => this.logger.error({ err, event }, 'could not queue a budget.exceeded notification')))
+  }
+
+  private track(queuing: Promise<unknown>): void {
+    const done = queuing.then(() => undefined)
+    this.queuing.add(done)
+    void done.finally(() => this.queuing.delete(done))
   }
 
   /**
@@ -107,7 +121,17 @@ export class Notifications {
     await this.queue.addBulk(events.map((event) => ({ name: event.type, data: event, opts: { ...JOB_OPTIONS, jobId: event.id } })))
   }
 
+  /**
+   * Once what is being queued is queued (a CLI command that crossed a limit exits right after),
+   * or CLOSE_WAIT_MS passed (a Redis that does not answer must not hold a shutdown up).
+   */
   async close(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined
+    const gaveUp = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, CLOSE_WAIT_MS)
+    })
+    await Promise.race([Promise.all(this.queuing), gaveUp])
+    clearTimeout(timer)
     await this.queue.close()
     await this.connection.quit()
   }

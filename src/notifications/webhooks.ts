@@ -1,8 +1,12 @@
 import { randomBytes } from 'node:crypto'
+import { Queue } from 'bullmq'
 import type { Clock } from '../kernel/clock.js'
 import { failure, invalid, success, type Result } from '../kernel/errors.js'
+import { QUEUE_PREFIX } from '../infra/redis/keys.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
+import type { DeliveryJobData } from './delivery.js'
 import { endpointsKey, failedIndexKey, failedKey } from './keys.js'
+import { DEFAULT_NOTIFICATION_OPTIONS, type NotificationOptions } from './options.js'
 import type { Notification, NotificationType } from './queue.js'
 import { generateSecret } from './signature.js'
 
@@ -68,9 +72,11 @@ export function urlProblem(text: string): string | undefined {
  * a hash by delivery id with a sorted set giving their order.
  */
 export class WebhookService {
+  /** `delivery`: where replayed deliveries are queued and how often they are tried (the container's notification options). */
   constructor(
     private readonly redis: RedisClient,
     private readonly clock: Clock,
+    private readonly delivery: Pick<NotificationOptions, 'deliveryQueueName' | 'attempts' | 'backoffMs'> = DEFAULT_NOTIFICATION_OPTIONS,
   ) {}
 
   /**
@@ -153,5 +159,48 @@ export class WebhookService {
     if (ids.length === 0) return success({ failures: [] })
     const texts = await this.redis.hmget(failedKey(projectId), ...ids)
     return success({ failures: texts.filter((t): t is string => t !== null).map((t) => JSON.parse(t) as FailedDelivery) })
+  }
+
+  /**
+   * Queues failed deliveries of the project again (POST /v1/webhooks/failures/replay): each under
+   * its delivery id, so receivers see the same `x-metering-delivery`, with the full attempts, then
+   * takes it off the failed list (a replay that fails every attempt again is recorded again). A
+   * finished job of that id is removed first (BullMQ adds nothing under the id of a job it still
+   * keeps); one waiting or running is left to run. Ids not in the failed list are `notFound`.
+   */
+  async replayFailures(projectId: string, deliveryIds: readonly string[]): Promise<Result<{ requeued: string[]; notFound: string[] }>> {
+    const ids = [...new Set(deliveryIds)]
+    const texts = ids.length > 0 ? await this.redis.hmget(failedKey(projectId), ...ids) : []
+    const failed = texts.filter((t): t is string => t !== null).map((t) => JSON.parse(t) as FailedDelivery)
+    const notFound = ids.filter((_, i) => texts[i] === null)
+    if (failed.length === 0) return success({ requeued: [], notFound })
+    const connection = this.redis.duplicate()
+    const queue = new Queue<DeliveryJobData>(this.delivery.deliveryQueueName, { connection, prefix: QUEUE_PREFIX })
+    const requeued: string[] = []
+    try {
+      for (const f of failed) {
+        await this.requeue(queue, f)
+        await this.redis.multi().zrem(failedIndexKey(projectId), f.deliveryId).hdel(failedKey(projectId), f.deliveryId).exec()
+        requeued.push(f.deliveryId)
+      }
+    } finally {
+      await queue.close()
+      await connection.quit().catch(() => undefined)
+    }
+    return success({ requeued, notFound })
+  }
+
+  /** Adds the delivery job of a failed delivery unless a job of its id is still waiting or running. */
+  private async requeue(queue: Queue<DeliveryJobData>, f: FailedDelivery): Promise<void> {
+    const job = await queue.getJob(f.deliveryId)
+    const state = job ? await job.getState() : 'unknown'
+    if (job && state !== 'completed' && state !== 'failed' && state !== 'unknown') return
+    if (job) await job.remove()
+    const { attempts, backoffMs } = this.delivery
+    await queue.add(
+      f.type,
+      { deliveryId: f.deliveryId, endpointId: f.endpointId, notification: { ...f.notification, id: f.notificationId } },
+      { jobId: f.deliveryId, attempts, backoff: { type: 'exponential', delay: backoffMs }, removeOnComplete: 1000, removeOnFail: 5000 },
+    )
   }
 }

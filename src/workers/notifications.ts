@@ -16,7 +16,16 @@ export interface NotificationWorkerOptions {
   clock: Clock
   logger: Logger
   options: NotificationOptions
+  /** Told of each delivery attempt's outcome (the metrics' webhook deliveries counter). */
+  onDelivery?: ((outcome: DeliveryOutcome) => void) | undefined
 }
+
+/**
+ * What one delivery attempt came to: `delivered` (2xx), `failed_attempt` (it threw: retried with
+ * backoff while attempts remain), `dead` (the last attempt failed: recorded in the failed list),
+ * `skipped` (the endpoint was deleted, disabled or unsubscribed meanwhile).
+ */
+export type DeliveryOutcome = 'delivered' | 'failed_attempt' | 'dead' | 'skipped'
 
 export interface NotificationWorker {
   notifications: Worker<Notification>
@@ -48,12 +57,13 @@ export function startNotificationWorker(input: NotificationWorkerOptions): Notif
   notifications.on('error', (err) => logger[isUnavailable(err) ? 'warn' : 'error']({ err }, 'notification worker error'))
   deliveries.on('error', (err) => logger[isUnavailable(err) ? 'warn' : 'error']({ err }, 'webhook delivery worker error'))
   notifications.on('failed', (job, err) => logger.warn({ err, jobId: job?.id }, 'notification fan-out attempt failed'))
-  deliveries.on('failed', (job, err) =>
+  deliveries.on('failed', (job, err) => {
+    input.onDelivery?.('failed_attempt')
     logger.warn(
       { err: err.message, jobId: job?.id, attemptsMade: job?.attemptsMade },
       'webhook delivery attempt failed (retried with backoff while attempts remain)',
-    ),
-  )
+    )
+  })
   return {
     notifications,
     deliveries,
@@ -92,13 +102,19 @@ function fanOutTo(deliveryQueue: Queue<DeliveryJobData>, webhooks: NotificationW
 }
 
 /** The delivery processor: POSTs one signed notification; the last failed attempt is recorded, not thrown. */
-function deliverWith({ webhooks, clock, logger, options }: NotificationWorkerOptions) {
+function deliverWith(input: NotificationWorkerOptions) {
+  const { webhooks, clock, logger, options } = input
+  const outcome = input.onDelivery ?? (() => {})
+  const skip = (skipped: string) => {
+    outcome('skipped')
+    return { delivered: false, skipped }
+  }
   return async (job: Job<DeliveryJobData>): Promise<{ delivered: boolean; status?: number | null; skipped?: string }> => {
     const { deliveryId, endpointId, notification } = job.data
     const endpoint = await webhooks.endpoint(notification.projectId, endpointId)
-    if (!endpoint) return { delivered: false, skipped: 'endpoint deleted' }
-    if (!endpoint.enabled) return { delivered: false, skipped: 'endpoint disabled' }
-    if (!endpoint.events.includes(notification.type)) return { delivered: false, skipped: 'endpoint no longer subscribed' }
+    if (!endpoint) return skip('endpoint deleted')
+    if (!endpoint.enabled) return skip('endpoint disabled')
+    if (!endpoint.events.includes(notification.type)) return skip('endpoint no longer subscribed')
     const result = await attemptDelivery({
       url: endpoint.url,
       secret: endpoint.secret,
@@ -108,7 +124,10 @@ function deliverWith({ webhooks, clock, logger, options }: NotificationWorkerOpt
       nowS: Math.floor(clock() / 1000),
       timeoutMs: options.timeoutMs,
     })
-    if (result.ok) return { delivered: true, status: result.status }
+    if (result.ok) {
+      outcome('delivered')
+      return { delivered: true, status: result.status }
+    }
     const attempts = job.opts.attempts ?? 1
     if (job.attemptsMade + 1 < attempts) throw new Error(`delivery ${deliveryId} to ${endpoint.url}: ${result.error}`)
     await webhooks.recordFailure(
@@ -131,6 +150,7 @@ function deliverWith({ webhooks, clock, logger, options }: NotificationWorkerOpt
       { deliveryId, endpointId, url: endpoint.url, attempts, error: result.error },
       'webhook delivery failed every attempt: recorded in the failed list',
     )
+    outcome('dead')
     return { delivered: false, status: result.status }
   }
 }

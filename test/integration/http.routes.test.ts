@@ -41,6 +41,7 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'keys.revoke': (ctx) => ({ keyId: ctx.victimKeyId }),
   'budgets.upsert': (ctx) => ({ ...COMMON_BUDGET, key: ctx.budgetKey, limits: [{ id: 'total', window: 'never', enforce: 'hard', amount: '50' }] }),
   'budgets.get': (ctx) => ({ key: ctx.budgetKey }),
+  'budgets.series': (ctx) => ({ key: ctx.budgetKey, fromMs: Date.UTC(2024, 0, 1), toMs: Date.UTC(2024, 0, 2), interval: 'hour' }),
   'budgets.authorize': (ctx) => ({ key: ctx.budgetKey, amount: '2', ttlMs: 3_600_000, idempotencyKey: 'common-authorize' }),
   'budgets.settle': (ctx) => ({ key: ctx.budgetKey, holdId: ctx.holdId, amount: '1' }),
   'budgets.release': (ctx) => ({ key: ctx.budgetKey, holdId: ctx.holdId }),
@@ -48,6 +49,7 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'budgets.record': (ctx) => ({ key: ctx.budgetKey, amount: '4', idempotencyKey: 'common-record' }),
   'config.apply': (ctx) => ({ budgets: [{ ...COMMON_BUDGET, key: ctx.budgetKey, limits: [{ id: 'total', window: 'never', enforce: 'hard', amount: '60' }] }] }),
   'features.list': () => undefined,
+  'customers.list': () => ({ prefix: 'c', limit: 10 }),
   'plans.versions.list': () => ({ onlyPublished: true }),
   'planVersions.list': () => ({ onlyLatest: true }),
   'planVersions.get': () => undefined,
@@ -57,12 +59,16 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'access.update': (ctx) => ({ customerId: ctx.customerId, updates: { customerUsageLimitReached: true } }),
   'usage.record': (ctx) => ({ customerId: ctx.customerId, eventSlug: 'common.call', idempotencyKey: 'common-usage', properties: { value: 2 } }),
   'usage.recordBatch': (ctx) => ({ events: [{ customerId: ctx.customerId, eventSlug: 'common.call', id: 'common-batch-1' }] }),
+  'usage.deadLetters.list': () => ({ limit: 10 }),
+  'usage.deadLetters.replay': () => ({ ids: ['common-dead-letter'] }),
   'analytics.usage.get': (ctx) => ({ range: '7d', customer_id: ctx.customerId }),
   'analytics.usage.forecast': (ctx) => ({ customer_id: ctx.customerId, feature_slug: 'common.call', horizon_days: 7 }),
+  'analytics.usage.series': (ctx) => ({ customer_id: ctx.customerId, from_ms: Date.UTC(2024, 0, 1), to_ms: Date.UTC(2024, 0, 8), interval: 'day' }),
   'webhooks.upsert': () => ({ url: 'http://127.0.0.1:9/common-hook', id: 'common-hook', events: ['limit.reached'] }),
   'webhooks.list': () => ({ event: 'limit.reached' }),
   'webhooks.delete': () => ({ id: 'common-hook' }),
   'webhooks.failures.list': () => ({ limit: 10 }),
+  'webhooks.failures.replay': () => ({ deliveryIds: ['dlv_common'] }),
   'paymentMethods.create': (ctx) => ({
     paymentProvider: 'sandbox',
     customerId: ctx.customerId,
@@ -73,6 +79,7 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'invoices.get': () => undefined,
   'invoices.close': (ctx) => ({ customerId: ctx.customerId }),
   'invoices.list': (ctx) => ({ customerId: ctx.customerId, limit: 5 }),
+  'admin.invoices.close': (ctx) => ({ projectId: ctx.projectId, customerId: ctx.customerId }),
   'runs.start': (ctx) => ({ customerId: ctx.customerId, budgetAmountMinor: 100, idempotencyKey: 'common-run-2' }),
   'runs.consume': () => ({ featureSlug: 'common-calls', idempotencyKey: 'common-consume' }),
   'runs.end': () => ({ status: 'completed' }),
@@ -81,6 +88,9 @@ const VALID_BODIES: Record<string, (ctx: CommonContext) => unknown> = {
   'wallet.credits.grant': (ctx) => ({ customerId: ctx.customerId, amount: '1', source: 'promo', idempotencyKey: 'common-grant' }),
   'wallet.topUp': (ctx) => ({ customerId: ctx.customerId, amount: '1', idempotencyKey: 'common-top-up' }),
 }
+
+/** Routes whose common tests run in a file of their own, on a gateway with what they need (by operationId). */
+const COVERED_ELSEWHERE: Record<string, string> = { 'admin.sql': 'test/integration/cli.adminRoutes.test.ts (a gateway with a ClickHouse store)' }
 
 /** Path parameters each parameterized route accepts in the helper's context (by operationId). */
 const PATH_PARAMS: Record<string, (ctx: CommonContext) => Record<string, string>> = {
@@ -133,9 +143,10 @@ const SETUP: Record<string, (ctx: CommonContext, gw: TestGateway) => Promise<voi
 
 describe('every route gets the common route tests', () => {
   test('the coverage table names exactly the registered routes', () => {
-    expect(Object.keys(VALID_BODIES).sort()).toEqual(routes.map((r) => r.operationId).sort())
+    expect([...Object.keys(VALID_BODIES), ...Object.keys(COVERED_ELSEWHERE)].sort()).toEqual(routes.map((r) => r.operationId).sort())
   })
   for (const route of routes) {
+    if (COVERED_ELSEWHERE[route.operationId]) continue
     const validBody = VALID_BODIES[route.operationId]
     if (!validBody) {
       test(`${route.method} ${route.path} has a valid body in VALID_BODIES`, () => {

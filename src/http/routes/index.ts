@@ -1,8 +1,10 @@
 import type { AnyRoute, RawRoute } from '../route.js'
 import { listEntitlements } from './access/listEntitlements.js'
 import { updateAccess } from './access/update.js'
+import { adminRoutes } from './admin/index.js'
 import { forecastUsage } from './analytics/usageForecast.js'
 import { getUsage } from './analytics/usageGet.js'
+import { usageSeries } from './analytics/usageSeries.js'
 import { authorizeHold } from './budgets/authorize.js'
 import { chargeBudget } from './budgets/charge.js'
 import { getBudget } from './budgets/get.js'
@@ -10,7 +12,10 @@ import { recordUsage } from './budgets/record.js'
 import { releaseHold } from './budgets/release.js'
 import { settleHold } from './budgets/settle.js'
 import { upsertBudget } from './budgets/upsert.js'
+import { budgetSeries } from './budgets/series.js'
 import { applyConfig } from './config/apply.js'
+import { consoleRoutes } from './console/index.js'
+import { listCustomers } from './customers/list.js'
 import { getEntitlements } from './entitlements/get.js'
 import { listFeatures } from './features/list.js'
 import { closeInvoiceCycles } from './invoices/close.js'
@@ -32,8 +37,11 @@ import { startRun } from './runs/start.js'
 import { getSubscription } from './subscriptions/get.js'
 import { recordEvent } from './usage/record.js'
 import { recordEventBatch } from './usage/recordBatch.js'
+import { listDeadLetters } from './usage/deadLettersList.js'
+import { replayDeadLetters } from './usage/deadLettersReplay.js'
 import { deleteWebhook } from './webhooks/delete.js'
 import { listWebhookFailures } from './webhooks/failures.js'
+import { replayWebhookFailures } from './webhooks/failuresReplay.js'
 import { listWebhooks } from './webhooks/list.js'
 import { upsertWebhook } from './webhooks/upsert.js'
 import { walletBalance } from './wallet/balance.js'
@@ -47,6 +55,7 @@ export const routes = [
   revokeKey,
   upsertBudget,
   getBudget,
+  budgetSeries,
   authorizeHold,
   settleHold,
   releaseHold,
@@ -54,6 +63,7 @@ export const routes = [
   recordUsage,
   applyConfig,
   listFeatures,
+  listCustomers,
   listPlansVersions,
   listPlanVersions,
   getPlanVersion,
@@ -63,12 +73,16 @@ export const routes = [
   updateAccess,
   recordEvent,
   recordEventBatch,
+  listDeadLetters,
+  replayDeadLetters,
   getUsage,
   forecastUsage,
+  usageSeries,
   upsertWebhook,
   listWebhooks,
   deleteWebhook,
   listWebhookFailures,
+  replayWebhookFailures,
   createPaymentMethod,
   listPaymentMethods,
   startRun,
@@ -81,7 +95,8 @@ export const routes = [
   getInvoice,
   listInvoices,
   closeInvoiceCycles,
+  ...adminRoutes,
 ] as unknown as readonly AnyRoute[]
 
 /** Routes outside the JSON API (HTML pages and forms; not in the OpenAPI document). */
-export const rawRoutes: readonly RawRoute[] = [...sandboxSetupRoutes]
+export const rawRoutes: readonly RawRoute[] = [...sandboxSetupRoutes, ...consoleRoutes]

@@ -13,7 +13,7 @@ import { mkdir } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import type { ChdbRequest, ChdbResponse, ChdbWorkerData } from './chdbWorker.js'
 import { encodeTsv, sqlIdent, sqlTable } from './sql.js'
-import { withJsonFormat, parseJsonEachRow, type ClickHouseStore, type InsertOptions } from './store.js'
+import { withJsonFormat, parseJsonEachRow, type ClickHouseStore, type InsertOptions, type QueryOptions } from './store.js'
 
 type Pending = { resolve: (text: string | undefined) => void; reject: (err: Error) => void }
 type Call = { op: 'exec'; sql: string } | { op: 'query'; sql: string } | Omit<Extract<ChdbRequest, { op: 'insert' }>, 'id'>
@@ -72,8 +72,15 @@ export class EmbeddedStore implements ClickHouseStore {
     return this.call({ op: 'exec', sql }).then(() => undefined)
   }
 
-  async query<T>(sql: string): Promise<T[]> {
-    return parseJsonEachRow<T>((await this.call({ op: 'query', sql: withJsonFormat(sql) })) ?? '')
+  async query<T>(sql: string, options: QueryOptions = {}): Promise<T[]> {
+    // The session is shared, so these settings go in the query's SETTINGS clause (they end with
+    // it), max_execution_time first: once readonly = 1 applies, no setting may change.
+    const settings = [
+      ...(options.maxExecutionSeconds !== undefined ? [`max_execution_time = ${Math.max(0, Math.floor(options.maxExecutionSeconds))}`] : []),
+      ...(options.readonly ? ['readonly = 1'] : []),
+    ]
+    const text = settings.length > 0 ? `${sql.trim().replace(/;+$/, '')}\nSETTINGS ${settings.join(', ')}` : sql
+    return parseJsonEachRow<T>((await this.call({ op: 'query', sql: withJsonFormat(text) })) ?? '')
   }
 
   async insert(table: string, rows: ReadonlyArray<Record<string, unknown>>, options?: InsertOptions): Promise<void> {

@@ -4,7 +4,7 @@
 
 import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHouseSettings } from '@clickhouse/client'
 import { encodeTsv, sqlIdent, sqlTable } from './sql.js'
-import { majorVersion, type ClickHouseStore, type InsertOptions } from './store.js'
+import { majorVersion, type ClickHouseStore, type InsertOptions, type QueryOptions } from './store.js'
 
 /** `timeoutMs`: a call not answered by then fails ("Timeout error."): a 503 on the HTTP path (src/infra/availability.ts). */
 export async function openServerStore(options: { url: string; database: string; timeoutMs?: number }): Promise<ClickHouseStore> {
@@ -45,9 +45,13 @@ class ServerStore implements ClickHouseStore {
     await this.client.command({ query: sql })
   }
 
-  async query<T>(sql: string): Promise<T[]> {
+  async query<T>(sql: string, options: QueryOptions = {}): Promise<T[]> {
     const trimmed = sql.trim().replace(/;+$/, '')
-    const rs = await this.client.query({ query: trimmed, format: 'JSONEachRow' })
+    // Sent after the client's own settings: once readonly = 1 is set, no setting may change.
+    const clickhouse_settings: ClickHouseSettings = {}
+    if (options.maxExecutionSeconds !== undefined) clickhouse_settings.max_execution_time = options.maxExecutionSeconds
+    if (options.readonly) clickhouse_settings.readonly = '1'
+    const rs = await this.client.query({ query: trimmed, format: 'JSONEachRow', clickhouse_settings })
     return rs.json<T>()
   }
 

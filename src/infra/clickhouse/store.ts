@@ -13,6 +13,17 @@ export interface InsertOptions {
   dedupToken?: string
 }
 
+/** How one query runs (the operators' read-only SQL: POST /v1/admin/sql, `npm run cli -- sql`). */
+export interface QueryOptions {
+  /**
+   * readonly = 1: the engine refuses writes, DDL, setting changes and table functions. A server
+   * takes it as a setting of the request; chDB as the query's SETTINGS clause.
+   */
+  readonly?: boolean
+  /** max_execution_time: the engine stops the query after this many seconds. */
+  maxExecutionSeconds?: number
+}
+
 export interface ClickHouseStore {
   readonly kind: 'server' | 'embedded'
   /** The database every unqualified name resolves to. */
@@ -24,7 +35,7 @@ export interface ClickHouseStore {
    * As ClickHouse renders them: 64-bit integers are strings on both backends
    * (output_format_json_quote_64bit_integers=1); select decimals with toString().
    */
-  query<T = Record<string, unknown>>(sql: string): Promise<T[]>
+  query<T = Record<string, unknown>>(sql: string, options?: QueryOptions): Promise<T[]>
   /** One INSERT of all rows (columns = the first row's keys); a no-op for no rows. */
   insert(table: string, rows: ReadonlyArray<Record<string, unknown>>, options?: InsertOptions): Promise<void>
   close(): Promise<void>

@@ -122,6 +122,25 @@ export function scriptsInUse(): readonly Script[] {
   return made
 }
 
+/** Told of every script call once it ends (answered or failed), with its round trip in milliseconds. */
+export type ScriptObserver = (script: Script, ms: number) => void
+
+/**
+ * The observers of script calls: a gateway's metrics (src/http/metrics.ts) add one and remove it
+ * when they close. Scripts are shared by everything in the process, so each observer sees every
+ * call. Without one, a call costs what it did before observers existed: one length check.
+ */
+const observers: ScriptObserver[] = []
+
+/** Adds an observer of every script call; the answer removes it again. */
+export function observeScripts(observer: ScriptObserver): () => void {
+  observers.push(observer)
+  return () => {
+    const at = observers.indexOf(observer)
+    if (at >= 0) observers.splice(at, 1)
+  }
+}
+
 export class Script {
   /** undefined: any number (a `-N` script). */
   readonly numberOfKeys: number | undefined
@@ -165,8 +184,10 @@ export class Script {
       const value = (await redis.call('FCALL', this.functionName, keys.length, ...keys, ...args)) as unknown[]
       return seq === undefined ? value : await gate!.replicated(seq, value)
     } finally {
+      const ms = performance.now() - started
       this.calls++
-      this.totalMs += performance.now() - started
+      this.totalMs += ms
+      if (observers.length > 0) for (const observe of observers) observe(this, ms)
     }
   }
 }
