@@ -64,6 +64,8 @@ describe.each(backends)('ClickHouse store: %s', (kind) => {
       'schema_migrations',
       'usage_daily',
       'usage_daily_mv',
+      'usage_event_ids',
+      'usage_event_ids_mv',
       'usage_events',
       'usage_hourly',
       'usage_hourly_mv',

@@ -7,10 +7,18 @@ import { Context, type CliIo } from './context.js'
 import { deadLetterCommands } from './deadLetters.js'
 import { invoiceCommands } from './invoices.js'
 import { keyCommands } from './keys.js'
+import { rebuildAggregatesCommands } from './rebuildAggregates.js'
 import { sqlCommands } from './sql.js'
 
 /** Every command, in the order usage lists them. */
-export const COMMANDS: readonly Command[] = [...keyCommands, ...applyCommands, ...invoiceCommands, ...deadLetterCommands, ...sqlCommands]
+export const COMMANDS: readonly Command[] = [
+  ...keyCommands,
+  ...applyCommands,
+  ...invoiceCommands,
+  ...deadLetterCommands,
+  ...sqlCommands,
+  ...rebuildAggregatesCommands,
+]
 
 const HELP = new Set(['help', '--help', '-h'])
 const PROGRAM = 'npm run cli --'

@@ -8,13 +8,19 @@
 //
 // Never edit a migration that has shipped: append a new one.
 
-import { dateTimeUtc, sqlIdent } from './sql.js'
+import { randomBytes } from 'node:crypto'
+import { dateTimeUtc, sqlIdent, sqlLiteral } from './sql.js'
 import type { ClickHouseStore } from './store.js'
 
 export interface Migration {
   version: number
   name: string
-  statements: (db: string) => (string | GuardedStatement)[]
+  statements: (db: string) => (string | GuardedStatement | MigrationStep)[]
+}
+
+/** A step SQL alone cannot make safe to re-run: it looks at what is there and does what is left. */
+export interface MigrationStep {
+  run(store: ClickHouseStore, db: string): Promise<void>
 }
 
 /**
@@ -35,8 +41,9 @@ export function addColumn(db: string, table: string, column: string, definition:
   }
 }
 
-async function run(store: ClickHouseStore, statement: string | GuardedStatement): Promise<void> {
+async function run(store: ClickHouseStore, db: string, statement: string | GuardedStatement | MigrationStep): Promise<void> {
   if (typeof statement === 'string') return store.exec(statement)
+  if ('run' in statement) return statement.run(store, db)
   if ((await store.query(statement.unless)).length > 0) return
   try {
     await store.exec(statement.sql)
@@ -46,7 +53,7 @@ async function run(store: ClickHouseStore, statement: string | GuardedStatement)
 }
 
 /** Month partition of an epoch-ms column, in UTC. */
-const month = (col: string): string => `toYYYYMM(toDateTime(intDiv(${col}, 1000), 'UTC'))`
+export const month = (col: string): string => `toYYYYMM(toDateTime(intDiv(${col}, 1000), 'UTC'))`
 
 export const migrations: readonly Migration[] = [
   {
@@ -233,6 +240,32 @@ export const migrations: readonly Migration[] = [
       usageView(db, 'usage_daily', "toDate(toDateTime(intDiv(ts_ms, 1000), 'UTC')) AS day", 'day'),
     ],
   },
+  {
+    version: 8,
+    name: 'usage_events ordered by (project_id, customer_id, ts_ms, event_id); usage_event_ids for the insert-once lookup',
+    // A customer's events over a time range are one range of the sort key, instead of the whole
+    // project's rows of the month. The insert-once lookup keeps its index through
+    // usage_event_ids (project_id, event_id), fed by its own view. How the swap is made safe to
+    // re-run, and what an insert racing it can miss: reorderUsageEvents below, README "Migration 8".
+    statements: (db) => [
+      reorderUsageEvents,
+      `CREATE TABLE IF NOT EXISTS ${db}.usage_event_ids (
+        project_id String,
+        event_id String,
+        ts_ms UInt64
+      ) ENGINE = ReplacingMergeTree
+      PARTITION BY ${month('ts_ms')}
+      ORDER BY (project_id, event_id)`,
+      `CREATE MATERIALIZED VIEW IF NOT EXISTS ${db}.usage_event_ids_mv TO ${db}.usage_event_ids AS
+      SELECT project_id, event_id, ts_ms FROM ${db}.usage_events`,
+      usageView(db, 'usage_hourly', "toStartOfHour(toDateTime(intDiv(ts_ms, 1000), 'UTC')) AS hour", 'hour'),
+      usageView(db, 'usage_daily', "toDate(toDateTime(intDiv(ts_ms, 1000), 'UTC')) AS day", 'day'),
+      // After its view exists, so no insert falls between; a row twice is harmless (a lookup
+      // only asks whether it is there, and ReplacingMergeTree folds it).
+      backfillEventIds,
+      `DROP TABLE IF EXISTS ${db}.usage_events_v7`,
+    ],
+  },
 ]
 
 /** The materialized view of an aggregate from migration 7 on: accepted usage in value_sum/event_count, refused apart. */
@@ -249,6 +282,106 @@ function usageView(db: string, table: string, bucket: string, bucketName: string
         countIf(status = 'refused') AS refused_count
       FROM ${db}.usage_events
       GROUP BY project_id, customer_id, feature_slug, ${bucketName}`
+}
+
+/** The columns of usage_events from migration 7 on, in their order. */
+const EVENT_COLUMNS = 'project_id, event_id, customer_id, event_slug, feature_slug, value, properties, ts_ms, status, decision, inserted_at'
+
+/** The sort key of usage_events from migration 8 on, as system.tables shows it in engine_full. */
+export const EVENTS_ORDER_BY = '(project_id, customer_id, ts_ms, event_id)'
+
+async function tableNames(store: ClickHouseStore, db: string, like: string): Promise<Map<string, string>> {
+  const rows = await store.query<{ name: string; engine_full: string }>(
+    `SELECT name, engine_full FROM system.tables WHERE database = ${sqlLiteral(db)} AND name LIKE ${sqlLiteral(like)}`,
+  )
+  return new Map(rows.map((r) => [r.name, r.engine_full]))
+}
+
+/**
+ * Migration 8's swap, safe to run again from any point it died at, and by two processes at once
+ * (each copies into a table of its own; the RENAME of one fails for the other, which then finds
+ * the swap made):
+ *   1. usage_events still has the old key: copy it into usage_events_v8_<random> (new key), drop
+ *      the views fed by usage_events (18.16 cannot change a view's query, and a view follows a
+ *      renamed table on 26.x), then RENAME usage_events → usage_events_v7, the copy → usage_events.
+ *   2. usage_events_v7 is there: copy what reached it after the copy (an insert racing the swap)
+ *      into usage_events, month by month, the rows whose (project_id, event_id) is not there yet.
+ *      No view exists yet, so the aggregates do not count those rows a second time.
+ * A RENAME that died between its two tables (usage_events missing, usage_events_v7 there) is
+ * undone first. The views are made again, and usage_events_v7 dropped, by the statements after.
+ */
+const reorderUsageEvents: MigrationStep = {
+  async run(store, db) {
+    let tables = await tableNames(store, db, 'usage\\_events%')
+    if (!tables.has('usage_events') && tables.has('usage_events_v7')) {
+      await store.exec(`RENAME TABLE ${db}.usage_events_v7 TO ${db}.usage_events`)
+      tables = await tableNames(store, db, 'usage\\_events%')
+    }
+    const engine = tables.get('usage_events') ?? ''
+    if (!engine.includes(`ORDER BY ${EVENTS_ORDER_BY}`)) await copyAndSwap(store, db)
+    if ((await tableNames(store, db, 'usage\\_events\\_v7')).size > 0) await catchUp(store, db)
+    // Copies left by a process that lost the race, or died before its RENAME.
+    for (const name of (await tableNames(store, db, 'usage\\_events\\_v8\\_%')).keys()) {
+      await store.exec(`DROP TABLE IF EXISTS ${db}.${sqlIdent(name)}`)
+    }
+  },
+}
+
+async function copyAndSwap(store: ClickHouseStore, db: string): Promise<void> {
+  const copy = `${db}.usage_events_v8_${randomBytes(4).toString('hex')}`
+  await store.exec(
+    `CREATE TABLE ${copy} (
+      project_id String,
+      event_id String,
+      customer_id String,
+      event_slug String,
+      feature_slug String,
+      value Decimal(38, 8),
+      properties String,
+      ts_ms UInt64,
+      status String DEFAULT 'accepted',
+      decision String DEFAULT '',
+      inserted_at DateTime('UTC')
+    ) ENGINE = ReplacingMergeTree
+    PARTITION BY ${month('ts_ms')}
+    ORDER BY ${EVENTS_ORDER_BY}`,
+  )
+  await store.exec(`INSERT INTO ${copy} (${EVENT_COLUMNS}) SELECT ${EVENT_COLUMNS} FROM ${db}.usage_events`)
+  for (const view of ['usage_hourly_mv', 'usage_daily_mv', 'usage_event_ids_mv']) await store.exec(`DROP TABLE IF EXISTS ${db}.${view}`)
+  try {
+    await store.exec(`RENAME TABLE ${db}.usage_events TO ${db}.usage_events_v7, ${copy} TO ${db}.usage_events`)
+  } catch (err) {
+    // Another process swapped first (usage_events_v7 exists): its copy is the table now.
+    const engine = (await tableNames(store, db, 'usage\\_events')).get('usage_events') ?? ''
+    if (!engine.includes(`ORDER BY ${EVENTS_ORDER_BY}`)) throw err
+  }
+}
+
+async function catchUp(store: ClickHouseStore, db: string): Promise<void> {
+  // Month by month, so the set of the NOT IN is one month's ids, not the whole table's. Not
+  // skipped where the counts agree: rows written after the swap can hide the missing ones.
+  const months = await store.query<{ m: number }>(`SELECT DISTINCT ${month('ts_ms')} AS m FROM ${db}.usage_events_v7 ORDER BY m`)
+  for (const { m } of months) {
+    await store.exec(
+      `INSERT INTO ${db}.usage_events (${EVENT_COLUMNS}) SELECT ${EVENT_COLUMNS} FROM ${db}.usage_events_v7
+       WHERE ${month('ts_ms')} = ${Number(m)} AND (project_id, event_id) NOT IN
+         (SELECT project_id, event_id FROM ${db}.usage_events WHERE ${month('ts_ms')} = ${Number(m)})`,
+    )
+  }
+}
+
+/** The ids of the events stored before usage_event_ids existed, month by month. */
+const backfillEventIds: MigrationStep = {
+  async run(store, db) {
+    const months = await store.query<{ m: number }>(`SELECT DISTINCT ${month('ts_ms')} AS m FROM ${db}.usage_events ORDER BY m`)
+    for (const { m } of months) {
+      await store.exec(
+        `INSERT INTO ${db}.usage_event_ids (project_id, event_id, ts_ms)
+         SELECT project_id, event_id, ts_ms FROM ${db}.usage_events WHERE ${month('ts_ms')} = ${Number(m)}
+           AND (project_id, event_id) NOT IN (SELECT project_id, event_id FROM ${db}.usage_event_ids WHERE ${month('ts_ms')} = ${Number(m)})`,
+      )
+    }
+  },
 }
 
 export interface MigrateResult {
@@ -271,10 +404,70 @@ export async function migrate(store: ClickHouseStore, list: readonly Migration[]
   const applied: number[] = []
   for (const m of [...list].sort((a, b) => a.version - b.version)) {
     if (done.has(m.version)) continue
-    for (const statement of m.statements(db)) await run(store, statement)
+    for (const statement of m.statements(db)) await run(store, db, statement)
     await store.insert(`${db}.schema_migrations`, [{ version: m.version, name: m.name, applied_at: dateTimeUtc(Date.now()) }])
     applied.push(m.version)
     done.add(m.version)
   }
   return { applied, current: Math.max(0, ...done) }
+}
+
+/** The time of a row, per table with a TTL setting: what `INTERVAL n DAY` is added to. */
+export const TTL_TIME: Readonly<Record<string, string>> = {
+  usage_events: "toDateTime(intDiv(ts_ms, 1000), 'UTC')",
+  budget_journal: "toDateTime(intDiv(ts_ms, 1000), 'UTC')",
+  wallet_journal: "toDateTime(intDiv(ts_ms, 1000), 'UTC')",
+  invoice_lines: "toDateTime(intDiv(ts_ms, 1000), 'UTC')",
+  usage_hourly: 'hour',
+  usage_daily: 'day',
+}
+
+export interface TtlResult {
+  /** Tables whose TTL was set (days) or removed (0) now. */
+  changed: Record<string, number>
+  /** Why nothing was applied (ClickHouse 18.16 has no TTL); undefined otherwise. */
+  skipped?: string
+}
+
+/**
+ * METERING_CLICKHOUSE_TTL_DAYS_<TABLE>, applied on start: `days` > 0 sets the table's TTL to
+ * its row time + days (ALTER TABLE … MODIFY TTL; ClickHouse deletes expired rows when it merges
+ * parts), 0 removes it; a table not named is left as it is. usage_event_ids (the insert-once
+ * lookup) follows usage_events: an id must live as long as its event. A TTL already as asked is
+ * not set again (MODIFY TTL rewrites the table's parts on 26.x). An unknown table throws, so a
+ * misspelt setting stops the start. ClickHouse before 19.6 (Debian's 18.16) has no TTL at all:
+ * nothing is applied, and `skipped` says why.
+ */
+export async function applyTtl(store: ClickHouseStore, ttlDays: Readonly<Record<string, number>>): Promise<TtlResult> {
+  const unknown = Object.keys(ttlDays).filter((t) => TTL_TIME[t] === undefined)
+  if (unknown.length > 0) {
+    throw new Error(`METERING_CLICKHOUSE_TTL_DAYS_<TABLE>: no table ${unknown.join(', ')} (tables: ${Object.keys(TTL_TIME).join(', ')})`)
+  }
+  const entries = Object.entries(ttlDays)
+  if (entries.length === 0) return { changed: {} }
+  const [version] = await store.query<{ v: string }>('SELECT version() AS v')
+  const [major = 0, minor = 0] = (version?.v ?? '').split('.').map(Number)
+  if (major < 19 || (major === 19 && minor < 6)) {
+    return {
+      changed: {},
+      skipped: `ClickHouse ${version?.v} has no TTL (19.6 and later): rows are kept (${entries.map(([t, d]) => `${t}=${d}`).join(', ')} not applied)`,
+    }
+  }
+  const db = sqlIdent(store.database)
+  const engines = new Map(
+    (
+      await store.query<{ name: string; engine_full: string }>(`SELECT name, engine_full FROM system.tables WHERE database = ${sqlLiteral(store.database)}`)
+    ).map((r) => [r.name, r.engine_full]),
+  )
+  const changed: Record<string, number> = {}
+  for (const [table, days] of entries) {
+    for (const t of table === 'usage_events' ? ['usage_events', 'usage_event_ids'] : [table]) {
+      const engine = engines.get(t) ?? ''
+      const wanted = `${TTL_TIME[table]} + toIntervalDay(${days})`
+      if (days === 0 ? !/ TTL /.test(engine) : engine.includes(`TTL ${wanted}`)) continue
+      await store.exec(days === 0 ? `ALTER TABLE ${db}.${t} REMOVE TTL` : `ALTER TABLE ${db}.${t} MODIFY TTL ${TTL_TIME[table]} + INTERVAL ${days} DAY`)
+      changed[t] = days
+    }
+  }
+  return { changed }
 }

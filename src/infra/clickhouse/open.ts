@@ -2,7 +2,7 @@
 // chDB in a child process otherwise (store.ts is the interface both keep).
 
 import path from 'node:path'
-import { migrate } from './migrations.js'
+import { applyTtl, migrate } from './migrations.js'
 import type { ClickHouseStore } from './store.js'
 
 export interface OpenClickHouseOptions {
@@ -26,12 +26,17 @@ export async function openClickHouse(options: OpenClickHouseOptions): Promise<Cl
   return openEmbeddedStore({ path: path.join(options.dataDir, 'clickhouse'), database })
 }
 
-/** Opens the store and applies its migrations (closed again if they fail). */
+/**
+ * Opens the store, applies its migrations and the TTL settings (closed again if they fail). A TTL
+ * the server cannot apply (18.16) is told to `onNotice` (default: a warning line on stderr).
+ */
 export async function openHistory(options: {
   clickhouseUrl?: string | undefined
   dataDir: string
   clickhouseDatabase?: string | undefined
   clickhouseTimeoutMs?: number
+  clickhouseTtlDays?: Readonly<Record<string, number>>
+  onNotice?: (message: string) => void
 }): Promise<ClickHouseStore> {
   const store = await openClickHouse({
     url: options.clickhouseUrl,
@@ -41,6 +46,11 @@ export async function openHistory(options: {
   })
   try {
     await migrate(store)
+    const ttl = await applyTtl(store, options.clickhouseTtlDays ?? {})
+    if (ttl.skipped !== undefined) {
+      const notice = options.onNotice ?? ((msg: string) => process.stderr.write(`${JSON.stringify({ level: 40, time: Date.now(), msg })}\n`))
+      notice(ttl.skipped)
+    }
   } catch (err) {
     await store.close().catch(() => {})
     throw err

@@ -1,6 +1,7 @@
 // Writing usage events and journal movements exactly once, and the one read
 // the analytics needs from the aggregates. See README.md "Exactly once".
 
+import { randomBytes } from 'node:crypto'
 import { canonicalDecimal, dateTimeUtc, sqlIdent, sqlLiteral } from './sql.js'
 import type { ClickHouseStore } from './store.js'
 
@@ -57,9 +58,11 @@ const LOOKUP_SQL_CHARS = 160_000
 export function insertEventsOnce(store: ClickHouseStore, events: ReadonlyArray<UsageEventRow>, options: InsertOnceOptions = {}): Promise<InsertOnceResult> {
   const insertedAt = dateTimeUtc(options.nowMs ?? Date.now())
   // A literal of one shape rather than a spread: this runs for every event (bench/README.md).
+  // The lookup reads usage_event_ids, sorted by (project_id, event_id) (migration 8): usage_events
+  // itself is sorted for customer/time scans, where event_id is last.
   return insertOnce(
     store,
-    'usage_events',
+    { insert: 'usage_events', lookup: 'usage_event_ids' },
     ['project_id', 'event_id'],
     events,
     (e) => ({
@@ -118,13 +121,16 @@ export function insertOnceById(
 
 async function insertOnce<R extends { ts_ms?: unknown }>(
   store: ClickHouseStore,
-  table: string,
+  /** The table, or where to insert and where to look up stored keys. */
+  tables: string | { insert: string; lookup: string },
   key: readonly (keyof R & string)[],
   rows: ReadonlyArray<R>,
   toRow: (r: R) => Record<string, unknown>,
   options: InsertOnceOptions,
 ): Promise<InsertOnceResult> {
   const db = sqlIdent(store.database)
+  const table = typeof tables === 'string' ? tables : tables.insert
+  const lookup = typeof tables === 'string' ? tables : tables.lookup
   const keyOf = (r: Record<string, unknown>): string => keyText(key.map((k) => r[k]))
   const fresh = new Map<string, R>()
   for (const r of rows) {
@@ -172,7 +178,7 @@ async function insertOnce<R extends { ts_ms?: unknown }>(
       // The ts_ms range lets ClickHouse skip partitions: a retried row
       // carries the same ts_ms as the stored one.
       const found = await store.query<Record<string, string>>(
-        `SELECT ${key.join(', ')} FROM ${db}.${table} ` +
+        `SELECT ${key.join(', ')} FROM ${db}.${lookup} ` +
           `WHERE ${where}${where === '' ? '' : ' AND '}${ranged ? `ts_ms >= ${lo} AND ts_ms <= ${hi} AND ` : ''}${last} IN (${ids.join(', ')})`,
       )
       for (const f of found) fresh.delete(keyOf(f))
@@ -239,4 +245,107 @@ export async function dailyUsage(
     refusedValue: canonicalDecimal(r.r),
     refusedCount: Number(r.rn),
   }))
+}
+
+/** The aggregates fed by usage_events, each with its bucket of ts_ms. */
+const AGGREGATES = [
+  { table: 'usage_hourly', bucket: 'hour', of: "toStartOfHour(toDateTime(intDiv(ts_ms, 1000), 'UTC'))" },
+  { table: 'usage_daily', bucket: 'day', of: "toDate(toDateTime(intDiv(ts_ms, 1000), 'UTC'))" },
+] as const
+
+const EVENT_MONTH = "toYYYYMM(toDateTime(intDiv(ts_ms, 1000), 'UTC'))"
+
+export interface RebuildOptions {
+  /** First day (YYYY-MM-DD, UTC) whose month is rebuilt; default: the oldest month of usage_events. */
+  fromDay?: string
+  /** Last day whose month is rebuilt; default: the newest month of usage_events. */
+  toDay?: string
+  /**
+   * usage_events' TTL in days, if any (METERING_CLICKHOUSE_TTL_DAYS_USAGE_EVENTS): a month that
+   * begins before now − TTL is refused, since its raw events may be gone while its aggregates
+   * still count them.
+   */
+  eventsTtlDays?: number
+  nowMs?: number
+}
+
+export interface RebuildResult {
+  /** Per month (YYYYMM): the aggregate rows written (0: the month has no events; its buckets are removed). */
+  months: { month: number; hourlyRows: number; dailyRows: number }[]
+}
+
+/** YYYYMM of a YYYY-MM-DD day; throws on anything else. */
+function monthOfDay(day: string): number {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(day)
+  if (m === null || Number.isNaN(Date.parse(`${day}T00:00:00Z`))) throw new Error(`not a day (YYYY-MM-DD): ${JSON.stringify(day)}`)
+  return Number(m[1]) * 100 + Number(m[2])
+}
+
+/** The months from `from` to `to` (YYYYMM), both included. */
+function monthsBetween(from: number, to: number): number[] {
+  const months: number[] = []
+  for (let m = from; m <= to; m = m % 100 === 12 ? m + 89 : m + 1) months.push(m)
+  return months
+}
+
+/**
+ * Recomputes usage_hourly and usage_daily from `usage_events FINAL` for whole months: each month
+ * is built into a scratch copy of the aggregate, then swapped in with ALTER TABLE … REPLACE
+ * PARTITION (one atomic step; a month without events is dropped instead). It replaces what was
+ * there, so running it twice gives what running it once gives, and readers never see a month
+ * half built. Repairs aggregates that missed inserts (a view dropped and made again by a
+ * migration) or counted some twice (a bare insert of a duplicate). An insert into usage_events
+ * while a month is rebuilt can be missed by it (after the SELECT, before the REPLACE): rebuild the
+ * current month when writers are stopped, or run it again. One rebuild at a time.
+ */
+export async function rebuildAggregates(store: ClickHouseStore, options: RebuildOptions = {}): Promise<RebuildResult> {
+  const db = sqlIdent(store.database)
+  const [span] = await store.query<{ lo: number; hi: number; n: string }>(
+    `SELECT min(${EVENT_MONTH}) AS lo, max(${EVENT_MONTH}) AS hi, count() AS n FROM ${db}.usage_events`,
+  )
+  const hasEvents = Number(span?.n ?? 0) > 0
+  const from = options.fromDay === undefined ? (hasEvents ? Number(span?.lo) : undefined) : monthOfDay(options.fromDay)
+  const to = options.toDay === undefined ? (hasEvents ? Number(span?.hi) : undefined) : monthOfDay(options.toDay)
+  if (from === undefined || to === undefined) return { months: [] }
+  if (from > to) throw new Error(`the range ends before it starts (${options.fromDay} > ${options.toDay})`)
+  const months = monthsBetween(from, to)
+  if (options.eventsTtlDays !== undefined && options.eventsTtlDays > 0) {
+    const horizonMs = (options.nowMs ?? Date.now()) - options.eventsTtlDays * 86_400_000
+    const first = months[0] as number
+    if (Date.UTC(Math.floor(first / 100), (first % 100) - 1, 1) < horizonMs) {
+      throw new Error(`month ${first} begins before usage_events' TTL (${options.eventsTtlDays} days): its raw events may be gone, its aggregates are kept`)
+    }
+  }
+  const result: RebuildResult = { months: [] }
+  for (const month of months) {
+    const [hourlyRows = 0, dailyRows = 0] = await Promise.all(AGGREGATES.map((a) => rebuildMonth(store, db, a, month)))
+    result.months.push({ month, hourlyRows, dailyRows })
+  }
+  return result
+}
+
+async function rebuildMonth(store: ClickHouseStore, db: string, a: (typeof AGGREGATES)[number], month: number): Promise<number> {
+  const scratch = `${db}.${a.table}_rebuild_${randomBytes(4).toString('hex')}`
+  await store.exec(`CREATE TABLE ${scratch} AS ${db}.${a.table}`)
+  try {
+    // Aliases differ from column names (18.16 substitutes an alias wherever its name appears).
+    await store.exec(
+      `INSERT INTO ${scratch} (project_id, customer_id, feature_slug, ${a.bucket}, value_sum, event_count, refused_sum, refused_count)
+       SELECT project_id, customer_id, feature_slug, ${a.of} AS b,
+         sumIf(value, status != 'refused') AS vs, countIf(status != 'refused') AS vc,
+         sumIf(value, status = 'refused') AS rs, countIf(status = 'refused') AS rc
+       FROM ${db}.usage_events FINAL
+       WHERE ${EVENT_MONTH} = ${month}
+       GROUP BY project_id, customer_id, feature_slug, b`,
+    )
+    const [count] = await store.query<{ n: string }>(`SELECT count() AS n FROM ${scratch}`)
+    const rows = Number(count?.n ?? 0)
+    // 26.x refuses REPLACE PARTITION from an empty source (it would silently drop the month).
+    await store.exec(
+      rows > 0 ? `ALTER TABLE ${db}.${a.table} REPLACE PARTITION ${month} FROM ${scratch}` : `ALTER TABLE ${db}.${a.table} DROP PARTITION ${month}`,
+    )
+    return rows
+  } finally {
+    await store.exec(`DROP TABLE IF EXISTS ${scratch}`)
+  }
 }
