@@ -200,8 +200,12 @@ export interface Entitlement {
   /** When the entitlement ends, epoch ms; null when open-ended. */
   expiresAt: number | null
   overageStrategy: OverageStrategy
-  /** Free-form. */
+  /** The access flags and `usage` (when answered with usage); other fields as they were set. */
   metadata: {
+    usage?: EntitlementUsage
+    customerDisabled?: boolean
+    customerUsageLimitReached?: boolean
+    subscriptionStatus?: SubscriptionStatus | null
     [key: string]: unknown
   }
   featurePlanVersion: FeaturePlanVersion
@@ -234,8 +238,12 @@ export interface EntitlementReduced {
   /** When the entitlement ends, epoch ms; null when open-ended. */
   expiresAt: number | null
   overageStrategy: OverageStrategy
-  /** Free-form. */
+  /** The access flags and `usage` (when answered with usage); other fields as they were set. */
   metadata: {
+    usage?: EntitlementUsage
+    customerDisabled?: boolean
+    customerUsageLimitReached?: boolean
+    subscriptionStatus?: SubscriptionStatus | null
     [key: string]: unknown
   }
   featurePlanVersion: FeaturePlanVersionReduced
@@ -243,6 +251,30 @@ export interface EntitlementReduced {
   grants?: GrantReduced[]
   /** Always an empty object in this variant. */
   subscriptionPhase: Record<string, never>
+}
+
+/** An entitlement's usage in its current reset period, counted against the grants in effect. */
+export interface EntitlementUsage {
+  /** Usage counted in the current reset period (for max and latest: the aggregate). */
+  usage: string
+  /** null: no limit. */
+  limit: string | null
+  /** null: no limit. */
+  remaining: string | null
+  /** Usage beyond every grant (overage strategies last-call and always). */
+  overage: string
+  /** Usage the overage strategy refused this period: never billed. */
+  refused: string
+  /** The reset period, epoch ms. */
+  periodStartAt: number
+  /** End of the reset period (exclusive), epoch ms. */
+  periodEndAt: number
+  /** Usage is denied until periodEndAt. */
+  denied: boolean
+  /** When these counters were read, epoch ms. */
+  asOf: number
+  /** When the gateway accepted the newest event counted this period, epoch ms (raw events are counted by the ingest worker); null when none yet. */
+  usageAsOf: number | null
 }
 
 export interface ErrorEnvelope {
@@ -2586,7 +2618,7 @@ export abstract class ApiMethods {
       /**
        * List a customer's active entitlements with their grants.
        *
-       * Entitlements in effect now, each with the grants in effect now (highest priority first); metadata carries the access flags (customerDisabled, customerUsageLimitReached, subscriptionStatus) and `usage`: the current reset period's usage counted against the grants in effect {usage, limit, remaining, overage, refused (decimal strings), periodStartAt, periodEndAt (epoch ms), denied, asOf, usageAsOf}; asOf (epoch ms) is when the counters were read; usageAsOf (epoch ms, or null when nothing was counted this period) is when the gateway accepted the newest event counted: raw events are counted by the ingest worker, so events accepted after usageAsOf may not be counted yet (a run's consume counts at once). Each grant's metadata carries `usage` {consumed, remaining}. A disabled customer is 403 customer_disabled.
+       * Entitlements in effect now, each with the grants in effect now (highest priority first); metadata carries the access flags (customerDisabled, customerUsageLimitReached, subscriptionStatus) and `usage`: the current reset period's usage counted against the grants in effect (EntitlementUsage: usage, limit, remaining, overage, refused as decimal strings, periodStartAt, periodEndAt, denied, asOf, usageAsOf); asOf (epoch ms) is when the counters were read; usageAsOf (epoch ms, or null when nothing was counted this period) is when the gateway accepted the newest event counted: raw events are counted by the ingest worker, so events accepted after usageAsOf may not be counted yet (a run's consume counts at once). Each grant's metadata carries `usage` {consumed, remaining}. A disabled customer is 403 customer_disabled.
        *
        * `POST /v1/access/entitlements/list` (`access.entitlements.list`); errors: 400, 401, 403, 404, 413, 429, 500, 503.
        */

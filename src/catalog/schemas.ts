@@ -339,6 +339,39 @@ export const GrantSchema = Type.Object(
 )
 export type GrantAnswer = Static<typeof GrantSchema>
 
+const DecimalUnits = (description: string) => Type.String({ pattern: '^-?[0-9]+(\\.[0-9]+)?$', description })
+
+/** An entitlement's `metadata.usage` as answered (src/entitlements/usage.ts UsageSummary, projected by views.ts). */
+export const EntitlementUsageSchema = Type.Object(
+  {
+    usage: DecimalUnits('Usage counted in the current reset period (for max and latest: the aggregate).'),
+    limit: Type.Union([DecimalUnits('The allowances of the grants in effect, summed.'), Type.Null()], { description: 'null: no limit.' }),
+    remaining: Type.Union([DecimalUnits('limit − usage (negative past the limit).'), Type.Null()], { description: 'null: no limit.' }),
+    overage: DecimalUnits('Usage beyond every grant (overage strategies last-call and always).'),
+    refused: DecimalUnits('Usage the overage strategy refused this period: never billed.'),
+    periodStartAt: Type.Integer({ description: 'The reset period, epoch ms.' }),
+    periodEndAt: Type.Integer({ description: 'End of the reset period (exclusive), epoch ms.' }),
+    denied: Type.Boolean({ description: 'Usage is denied until periodEndAt.' }),
+    asOf: Type.Integer({ description: 'When these counters were read, epoch ms.' }),
+    usageAsOf: Type.Union([Type.Integer(), Type.Null()], {
+      description:
+        'When the gateway accepted the newest event counted this period, epoch ms (raw events are counted by the ingest worker); null when none yet.',
+    }),
+  },
+  { $id: 'EntitlementUsage', description: "An entitlement's usage in its current reset period, counted against the grants in effect." },
+)
+
+/** An entitlement's metadata: the access flags and its usage when read with it; other fields as set. */
+const EntitlementMetadataSchema = Type.Object(
+  {
+    usage: Type.Optional(EntitlementUsageSchema),
+    customerDisabled: Type.Optional(Type.Boolean()),
+    customerUsageLimitReached: Type.Optional(Type.Boolean()),
+    subscriptionStatus: Type.Optional(Type.Union([SubscriptionStatusSchema, Type.Null()])),
+  },
+  { additionalProperties: true, description: 'The access flags and `usage` (when answered with usage); other fields as they were set.' },
+)
+
 export const EntitlementSchema = Type.Object(
   {
     id: Id36(),
@@ -353,7 +386,7 @@ export const EntitlementSchema = Type.Object(
     effectiveAt: EpochMs('When the entitlement starts, epoch ms.'),
     expiresAt: NullableEpochMs('When the entitlement ends, epoch ms; null when open-ended.'),
     overageStrategy: OverageStrategySchema,
-    metadata: FreeForm('Free-form.'),
+    metadata: EntitlementMetadataSchema,
     featurePlanVersion: FeaturePlanVersionSchema,
     grants: Type.Optional(Type.Array(GrantSchema, { description: 'Grants toward the entitlement.' })),
     subscriptionPhase: Type.Optional(

@@ -258,7 +258,7 @@ const tokensEntitlement: Entitlement = {
   effectiveAt: T0 + 3 * DAY,
   expiresAt: null,
   overageStrategy: 'always',
-  metadata: { source: 'subscription' },
+  metadata: { source: 'subscription' } as schemas.EntitlementAnswer['metadata'],
   featurePlanVersion: tokensFpv,
   grants: [
     {

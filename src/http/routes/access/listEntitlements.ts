@@ -12,7 +12,7 @@ export const listEntitlements = defineRoute({
   description:
     'Entitlements in effect now, each with the grants in effect now (highest priority first); metadata carries the access flags ' +
     "(customerDisabled, customerUsageLimitReached, subscriptionStatus) and `usage`: the current reset period's usage counted against the " +
-    'grants in effect {usage, limit, remaining, overage, refused (decimal strings), periodStartAt, periodEndAt (epoch ms), denied, asOf, usageAsOf}; ' +
+    'grants in effect (EntitlementUsage: usage, limit, remaining, overage, refused as decimal strings, periodStartAt, periodEndAt, denied, asOf, usageAsOf); ' +
     'asOf (epoch ms) is when the counters were read; usageAsOf (epoch ms, or null when nothing was counted this period) is when the gateway ' +
     'accepted the newest event counted: raw events are counted by the ingest worker, so events accepted after usageAsOf may not be counted yet ' +
     "(a run's consume counts at once). Each grant's metadata carries `usage` {consumed, remaining}. " +
