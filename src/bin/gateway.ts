@@ -17,6 +17,7 @@ import { libraryLoaded, loadLibrary, type RedisClient } from '../infra/redis/scr
 import { systemClock, type Clock } from '../kernel/clock.js'
 import { loadConfig, type Config } from '../kernel/config.js'
 import { createLogger } from '../kernel/logger.js'
+import { stopOnSignal } from './stopOnSignal.js'
 import type { NotificationOptions } from '../notifications/options.js'
 import type { JournalWorker } from '../workers/journal.js'
 import type { InvoiceWorker } from '../workers/invoices.js'
@@ -241,28 +242,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const config = loadConfig()
   const logger = createLogger(config)
   startGateway(config, { logger }).then(
-    (gateway) => {
-      let stopping = false
-      const stop = (signal: string) => {
-        if (stopping) return
-        stopping = true
-        logger.info({ signal, deadlineMs: config.shutdownDeadlineMs }, 'stopping')
-        // However stuck a store is, the process ends by the deadline.
-        setTimeout(() => {
-          logger.error({ deadlineMs: config.shutdownDeadlineMs }, 'stop did not finish by the deadline; exiting')
-          process.exit(1)
-        }, config.shutdownDeadlineMs).unref()
-        gateway.close().then(
-          () => process.exit(0),
-          (err: unknown) => {
-            logger.error({ err }, 'stop failed')
-            process.exit(1)
-          },
-        )
-      }
-      process.on('SIGINT', () => stop('SIGINT'))
-      process.on('SIGTERM', () => stop('SIGTERM'))
-    },
+    (gateway) => stopOnSignal(logger, config.shutdownDeadlineMs, () => gateway.close()),
     (err: unknown) => {
       logger.fatal({ err }, 'could not start')
       process.exit(1)

@@ -7,6 +7,7 @@ import { loadLibrary } from '../infra/redis/scripts.js'
 import { systemClock } from '../kernel/clock.js'
 import { loadConfig } from '../kernel/config.js'
 import { createLogger } from '../kernel/logger.js'
+import { stopOnSignal } from './stopOnSignal.js'
 
 /**
  * `npm run worker`: the background work, runnable apart from the gateway for scale-out.
@@ -58,23 +59,12 @@ logger.info(
   'metering worker running (hold expiry, ingest into ClickHouse, journal outbox into ClickHouse, limit checks, webhook delivery)',
 )
 
-let stopping = false
-/** Finishes the jobs in hand and closes in order; by METERING_SHUTDOWN_MS it exits anyway (code 1). */
-const stop = async (signal: string) => {
-  if (stopping) return
-  stopping = true
-  logger.info({ signal, deadlineMs: config.shutdownDeadlineMs }, 'stopping')
-  setTimeout(() => {
-    logger.error({ deadlineMs: config.shutdownDeadlineMs }, 'stop did not finish by the deadline; exiting')
-    process.exit(1)
-  }, config.shutdownDeadlineMs).unref()
+// Finishes the jobs in hand and closes in order; by METERING_SHUTDOWN_MS it exits anyway (code 1).
+stopOnSignal(logger, config.shutdownDeadlineMs, async () => {
   await background.close()
   await container.close()
   await metricsServer?.close()
   await metrics.close()
   await store.close()
   await closeRedis(redis)
-  process.exit(0)
-}
-process.on('SIGINT', () => void stop('SIGINT'))
-process.on('SIGTERM', () => void stop('SIGTERM'))
+})

@@ -66,8 +66,12 @@ export function toInvoice(i: StoredInvoice): Invoice {
  * (`cash_wallet`, no credit id) is no credit: null.
  */
 function creditSourceOf(l: StoredLine): WalletCreditSource | null {
-  if (l.wallet_credit_id === '') return null
-  switch (l.wallet_credit_source) {
+  return l.wallet_credit_id === '' ? null : walletCreditSource(l.wallet_credit_source)
+}
+
+/** A wallet credit's source (src/wallet) in the answered set: operator grants are `manual`, the rest `promo`. */
+export function walletCreditSource(source: string): WalletCreditSource {
+  switch (source) {
     case 'manual':
     case 'refund':
     case 'goodwill':

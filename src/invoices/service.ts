@@ -11,7 +11,7 @@ import { failure, success, type Result } from '../kernel/errors.js'
 import { formatUnits } from '../kernel/money.js'
 import { scanMasters } from '../infra/redis/scan.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
-import { toInvoice, toLine, type Invoice, type Line } from './answers.js'
+import { toInvoice, toLine, walletCreditSource, type Invoice, type Line } from './answers.js'
 import { cycleUsage, type MeteredFeature } from './clickhouse.js'
 import { CATALOG_PATTERN, projectOfCatalogKey } from './keys.js'
 import { listInvoices, reindexOnce, type InvoicePage } from './list.js'
@@ -635,16 +635,7 @@ function cover(
 
 /** What settled a line, from the wallet's allocation (src/wallet: cash, or a credit by its source). */
 function settlementSourceOf(a: WalletAllocation): SettlementSource {
-  switch (a.source) {
-    case 'manual':
-    case 'refund':
-    case 'goodwill':
-      return 'manual'
-    case 'trial':
-      return 'trial'
-    default:
-      return a.creditId === null ? 'cash_wallet' : 'promo'
-  }
+  return a.creditId === null ? 'cash_wallet' : walletCreditSource(a.source)
 }
 
 /** The invoice's amounts: the exact sums of its lines'. */

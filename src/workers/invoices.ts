@@ -3,6 +3,7 @@ import type { Clock } from '../kernel/clock.js'
 import type { InvoiceService } from '../invoices/service.js'
 import type { CloseReport } from '../invoices/types.js'
 import { isUnavailable } from '../infra/availability.js'
+import { serialLoop } from './every.js'
 
 export interface InvoiceWorkerOptions {
   invoices: InvoiceService
@@ -32,54 +33,17 @@ export interface InvoiceWorker {
  */
 export function startInvoiceWorker(options: InvoiceWorkerOptions): InvoiceWorker {
   const { invoices, clock, logger, intervalMs, onRun, projectId } = options
-  let stopped = false
-  let timer: NodeJS.Timeout | undefined
-  let current: Promise<CloseReport> | undefined
-
-  const run = (): Promise<CloseReport> => {
-    const previous = current ?? Promise.resolve(undefined)
-    const next = previous.catch(() => undefined).then(() => invoices.closeDueCycles(projectId, clock()))
-    current = next
-    next
-      .then(
-        (report) => {
-          for (const e of report.errors)
-            logger.error({ projectId: e.projectId, subscriptionId: e.subscriptionId, err: e.message }, 'closing a billing cycle failed; retried next run')
-          if (report.created.length > 0 || report.finalized.length > 0)
-            logger.info({ created: report.created.length, finalized: report.finalized.length }, 'invoices issued')
-          onRun?.(report)
-        },
-        () => undefined,
-      )
-      .finally(() => {
-        if (current === next) current = undefined
-      })
-    return next
-  }
-
-  const tick = () => {
-    timer = undefined
-    run().then(
-      () => schedule(),
-      (err: unknown) => {
-        logger[isUnavailable(err) ? 'warn' : 'error']({ err }, 'invoice run failed; retrying')
-        schedule()
-      },
-    )
-  }
-  const schedule = () => {
-    if (stopped) return
-    timer = setTimeout(tick, intervalMs)
-    timer.unref()
-  }
-  schedule()
-
-  return {
-    runNow: run,
-    async close() {
-      stopped = true
-      if (timer) clearTimeout(timer)
-      await current?.catch(() => undefined)
+  const loop = serialLoop({
+    intervalMs,
+    work: () => invoices.closeDueCycles(projectId, clock()),
+    observe: (report) => {
+      for (const e of report.errors)
+        logger.error({ projectId: e.projectId, subscriptionId: e.subscriptionId, err: e.message }, 'closing a billing cycle failed; retried next run')
+      if (report.created.length > 0 || report.finalized.length > 0)
+        logger.info({ created: report.created.length, finalized: report.finalized.length }, 'invoices issued')
+      onRun?.(report)
     },
-  }
+    onError: (err) => logger[isUnavailable(err) ? 'warn' : 'error']({ err }, 'invoice run failed; retrying'),
+  })
+  return { runNow: loop.runNow, close: loop.close }
 }

@@ -3,6 +3,7 @@ import type { ClickHouseStore } from '../infra/clickhouse/store.js'
 import { drainJournal, type DrainOptions, type DrainResult } from '../journal/drain.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
 import { isUnavailable } from '../infra/availability.js'
+import { serialLoop } from './every.js'
 
 export interface JournalWorkerOptions extends Omit<DrainOptions, 'redis' | 'store' | 'logger'> {
   redis: RedisClient
@@ -28,48 +29,13 @@ export interface JournalWorker {
  */
 export function startJournalWorker(options: JournalWorkerOptions): JournalWorker {
   const { intervalMs, logger, onRound, ...drain } = options
-  let stopped = false
-  let timer: NodeJS.Timeout | undefined
-  let current: Promise<DrainResult> | undefined
-
-  const round = (): Promise<DrainResult> => {
-    const previous = current ?? Promise.resolve(undefined)
-    const next = previous.catch(() => undefined).then(() => drainJournal({ ...drain, logger }))
-    current = next
-    next
-      .then(
-        (r) => onRound?.(r),
-        () => undefined,
-      )
-      .finally(() => {
-        if (current === next) current = undefined
-      })
-    return next
-  }
-
-  const tick = () => {
-    timer = undefined
-    round().then(
-      (r) => schedule(r.more ? 0 : intervalMs),
-      (err: unknown) => {
-        logger[isUnavailable(err) ? 'warn' : 'error']({ err }, 'journal drain failed; retrying')
-        schedule(intervalMs)
-      },
-    )
-  }
-  const schedule = (ms: number) => {
-    if (stopped) return
-    timer = setTimeout(tick, ms)
-    timer.unref()
-  }
-  schedule(intervalMs)
-
-  return {
-    drainNow: round,
-    async close() {
-      stopped = true
-      if (timer !== undefined) clearTimeout(timer)
-      await current?.catch(() => undefined)
-    },
-  }
+  const loop = serialLoop({
+    intervalMs,
+    work: () => drainJournal({ ...drain, logger }),
+    observe: onRound,
+    // A round that left entries behind is followed at once.
+    delayAfter: (r) => (r.more ? 0 : intervalMs),
+    onError: (err) => logger[isUnavailable(err) ? 'warn' : 'error']({ err }, 'journal drain failed; retrying'),
+  })
+  return { drainNow: loop.runNow, close: loop.close }
 }
