@@ -24,6 +24,9 @@ command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium)
 # test/faults/powerloss.test.ts builds an LD_PRELOAD shim (test/faults/fsync-shim.c) with gcc
 # (libc6-dev: the C headers, only a Recommends of gcc, which --no-install-recommends skips).
 command -v gcc >/dev/null 2>&1 || apt_pkgs+=(gcc libc6-dev)
+# test/integration/clickhouse.cluster.test.ts starts its own ZooKeeper (a java child,
+# test/support/clickhouseCluster.ts) for a ClickHouse cluster of three 18.16 servers.
+[[ -f /usr/share/java/zookeeper.jar ]] || apt_pkgs+=(zookeeperd)
 
 if ((${#apt_pkgs[@]} > 0)); then
   sudo=()
@@ -40,6 +43,10 @@ if ((${#apt_pkgs[@]} > 0)); then
   # Same for a system clickhouse-server on :8123/:9000.
   if [[ " ${apt_pkgs[*]} " == *" clickhouse-server "* ]]; then
     { "${sudo[@]}" systemctl stop clickhouse-server || "${sudo[@]}" service clickhouse-server stop; } >/dev/null 2>&1 || true
+  fi
+  # And a system ZooKeeper on :2181 (zookeeperd starts one where it can).
+  if [[ " ${apt_pkgs[*]} " == *" zookeeperd "* ]]; then
+    { "${sudo[@]}" systemctl stop zookeeper || "${sudo[@]}" service zookeeper stop; } >/dev/null 2>&1 || true
   fi
 fi
 for bin in redis-server redis-cli; do

@@ -47,6 +47,12 @@ export interface Config {
   /** CLICKHOUSE_DATABASE: the database the service's tables live in (created if missing). */
   clickhouseDatabase: string
   /**
+   * CLICKHOUSE_CLUSTER: a cluster of the CLICKHOUSE_URL server (remote_servers): the migrations run
+   * ON CLUSTER, Replicated* tables on each node under Distributed ones. Needs CLICKHOUSE_URL.
+   * src/infra/clickhouse/README.md, "A ClickHouse cluster".
+   */
+  clickhouseCluster: string | undefined
+  /**
    * METERING_CLICKHOUSE_TTL_DAYS_<TABLE> (`…_USAGE_EVENTS=400`): per table (lower-case name), the
    * days its rows are kept, applied on start with ALTER TABLE … MODIFY TTL; 0 removes a TTL set
    * before; a table not named is left as it is. Not on ClickHouse 18.16 (no TTL): logged and
@@ -166,6 +172,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: resolve(env.METERING_DATA_DIR ?? './data'),
     clickhouseUrl: env.CLICKHOUSE_URL || undefined,
     clickhouseDatabase: env.CLICKHOUSE_DATABASE || 'default',
+    clickhouseCluster: env.CLICKHOUSE_CLUSTER || undefined,
     clickhouseTtlDays: clickhouseTtlDaysOf(env),
     clickhouseTimeoutMs: Math.max(100, int('METERING_CLICKHOUSE_TIMEOUT_MS', 10_000, env)),
     ingestWorker: env.METERING_INGEST_WORKER !== '0',

@@ -86,14 +86,15 @@ const USERS_XML = `<?xml version="1.0"?>
 </yandex>
 `
 
-export async function startClickHouseServer(opts: { dataDir: string }): Promise<ClickHouseServerHandle> {
+/** `configD`: XML written to the server's config.d/ before it starts (ZooKeeper, macros: test/support/clickhouseCluster.ts). */
+export async function startClickHouseServer(opts: { dataDir: string; configD?: string }): Promise<ClickHouseServerHandle> {
   const binary = await findClickHouseServer()
   if (binary === undefined) throw new Error(`cannot start clickhouse-server: binary not found; ${INSTALL_HINT}`)
   let lastErr: unknown
   // A free port can be taken before the server binds it: pick again.
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      return await startOnce(binary, path.resolve(opts.dataDir, `try${attempt}`))
+      return await startOnce(binary, path.resolve(opts.dataDir, `try${attempt}`), opts.configD)
     } catch (err) {
       lastErr = err
       if (!(err instanceof Error) || !/Address already in use|bind/i.test(err.message)) throw err
@@ -102,8 +103,9 @@ export async function startClickHouseServer(opts: { dataDir: string }): Promise<
   throw lastErr
 }
 
-async function startOnce(binary: string, dir: string): Promise<ClickHouseServerHandle> {
-  for (const sub of ['data', 'tmp', 'user_files', 'format_schemas', 'log']) await mkdir(path.join(dir, sub), { recursive: true })
+async function startOnce(binary: string, dir: string, configD: string | undefined): Promise<ClickHouseServerHandle> {
+  for (const sub of ['data', 'tmp', 'user_files', 'format_schemas', 'log', 'config.d']) await mkdir(path.join(dir, sub), { recursive: true })
+  if (configD !== undefined) await writeFile(path.join(dir, 'config.d', 'extra.xml'), configD)
   const httpPort = await freePort()
   let tcpPort = await freePort()
   while (tcpPort === httpPort) tcpPort = await freePort()

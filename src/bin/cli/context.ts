@@ -76,11 +76,17 @@ export class Context {
       if (url) return { via: 'gateway', gateway: new GatewayClient(url, c.rootKey) }
     }
     const timeoutMs = Math.max(c.clickhouseTimeoutMs, options.timeoutMs ?? 0)
-    const open = { clickhouseUrl: c.clickhouseUrl, dataDir: c.dataDir, clickhouseDatabase: c.clickhouseDatabase, clickhouseTimeoutMs: timeoutMs }
+    const open = {
+      clickhouseUrl: c.clickhouseUrl,
+      dataDir: c.dataDir,
+      clickhouseDatabase: c.clickhouseDatabase,
+      clickhouseCluster: c.clickhouseCluster,
+      clickhouseTimeoutMs: timeoutMs,
+    }
     try {
       this.store = options.migrate
         ? await openHistory(open)
-        : await openClickHouse({ url: c.clickhouseUrl, dataDir: c.dataDir, database: c.clickhouseDatabase, timeoutMs })
+        : await openClickHouse({ url: c.clickhouseUrl, dataDir: c.dataDir, database: c.clickhouseDatabase, cluster: c.clickhouseCluster, timeoutMs })
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err)
       if (c.clickhouseUrl) throw new CliFailure(`ClickHouse at ${c.clickhouseUrl}: ${message}`)

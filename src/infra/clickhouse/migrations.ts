@@ -9,6 +9,7 @@
 // Never edit a migration that has shipped: append a new one.
 
 import { randomBytes } from 'node:crypto'
+import { guardedOnCluster, LOCAL_SUFFIX, onCluster } from './cluster.js'
 import { dateTimeUtc, sqlIdent, sqlLiteral } from './sql.js'
 import type { ClickHouseStore } from './store.js'
 
@@ -21,6 +22,11 @@ export interface Migration {
 /** A step SQL alone cannot make safe to re-run: it looks at what is there and does what is left. */
 export interface MigrationStep {
   run(store: ClickHouseStore, db: string): Promise<void>
+  /**
+   * What the step does on a cluster (CLICKHOUSE_CLUSTER, cluster.ts); a step without it stops a
+   * cluster migration: its SQL has no mechanical ON CLUSTER form.
+   */
+  runOnCluster?(store: ClickHouseStore, db: string, cluster: string): Promise<void>
 }
 
 /**
@@ -41,7 +47,11 @@ export function addColumn(db: string, table: string, column: string, definition:
   }
 }
 
-async function run(store: ClickHouseStore, db: string, statement: string | GuardedStatement | MigrationStep): Promise<void> {
+type Statement = string | GuardedStatement | MigrationStep
+
+/** One statement of a migration; on a cluster, its ON CLUSTER form (cluster.ts), statement by statement. */
+async function run(store: ClickHouseStore, db: string, statement: Statement, cluster?: string): Promise<void> {
+  if (cluster !== undefined) return runOnCluster(store, db, statement, cluster)
   if (typeof statement === 'string') return store.exec(statement)
   if ('run' in statement) return statement.run(store, db)
   if ((await store.query(statement.unless)).length > 0) return
@@ -49,6 +59,17 @@ async function run(store: ClickHouseStore, db: string, statement: string | Guard
     await store.exec(statement.sql)
   } catch (err) {
     if ((await store.query(statement.unless)).length === 0) throw err
+  }
+}
+
+async function runOnCluster(store: ClickHouseStore, db: string, statement: Statement, cluster: string): Promise<void> {
+  if (typeof statement === 'string') {
+    for (const sql of onCluster(statement, cluster)) await store.exec(sql)
+  } else if ('run' in statement) {
+    if (statement.runOnCluster === undefined) throw new Error('cluster mode: a migration step has no cluster form (MigrationStep.runOnCluster)')
+    await statement.runOnCluster(store, db, cluster)
+  } else {
+    for (const part of guardedOnCluster(statement, cluster)) await run(store, db, part)
   }
 }
 
@@ -325,12 +346,36 @@ const reorderUsageEvents: MigrationStep = {
       await store.exec(`DROP TABLE IF EXISTS ${db}.${sqlIdent(name)}`)
     }
   },
+  runOnCluster: reorderUsageEventsOnCluster,
 }
 
-async function copyAndSwap(store: ClickHouseStore, db: string): Promise<void> {
-  const copy = `${db}.usage_events_v8_${randomBytes(4).toString('hex')}`
-  await store.exec(
-    `CREATE TABLE ${copy} (
+/**
+ * Migration 8 on a cluster. Cluster mode came with this release, so a cluster's usage_events was
+ * made by this release's migration 1 in the same start (or one that died before migration 8):
+ * nothing wrote to it yet (the gateway and workers migrate before they write). So instead of the
+ * copy and RENAME (which would leave each Distributed table naming the other's local table), the
+ * old-keyed table is dropped, with the views that read it, and made with the new key; the
+ * statements after make the views again. A usage_events with rows stops the migration: copy it
+ * by hand (README.md, "A ClickHouse cluster").
+ */
+async function reorderUsageEventsOnCluster(store: ClickHouseStore, db: string, cluster: string): Promise<void> {
+  const local = `usage_events${LOCAL_SUFFIX}`
+  const engine = (await tableNames(store, db, local.replace(/_/g, '\\_'))).get(local)
+  if (engine !== undefined && !engine.includes(`ORDER BY ${EVENTS_ORDER_BY}`)) {
+    const [rows] = await store.query<{ n: string }>(`SELECT count() AS n FROM ${db}.usage_events`)
+    if (Number(rows?.n ?? 0) > 0) {
+      throw new Error(`cluster mode: ${db}.usage_events has ${rows?.n} rows under the sort key before migration 8; copy them into the new table by hand`)
+    }
+    for (const table of ['usage_hourly_mv', 'usage_daily_mv', 'usage_event_ids_mv', 'usage_events']) {
+      for (const sql of onCluster(`DROP TABLE IF EXISTS ${db}.${table}`, cluster)) await store.exec(sql)
+    }
+  }
+  for (const sql of onCluster(usageEventsTable(`${db}.usage_events`), cluster)) await store.exec(sql)
+}
+
+/** usage_events as migration 8 makes it, under `name`. */
+function usageEventsTable(name: string): string {
+  return `CREATE TABLE ${name} (
       project_id String,
       event_id String,
       customer_id String,
@@ -344,8 +389,12 @@ async function copyAndSwap(store: ClickHouseStore, db: string): Promise<void> {
       inserted_at DateTime('UTC')
     ) ENGINE = ReplacingMergeTree
     PARTITION BY ${month('ts_ms')}
-    ORDER BY ${EVENTS_ORDER_BY}`,
-  )
+    ORDER BY ${EVENTS_ORDER_BY}`
+}
+
+async function copyAndSwap(store: ClickHouseStore, db: string): Promise<void> {
+  const copy = `${db}.usage_events_v8_${randomBytes(4).toString('hex')}`
+  await store.exec(usageEventsTable(copy))
   await store.exec(`INSERT INTO ${copy} (${EVENT_COLUMNS}) SELECT ${EVENT_COLUMNS} FROM ${db}.usage_events`)
   for (const view of ['usage_hourly_mv', 'usage_daily_mv', 'usage_event_ids_mv']) await store.exec(`DROP TABLE IF EXISTS ${db}.${view}`)
   try {
@@ -382,11 +431,22 @@ const backfillEventIds: MigrationStep = {
       )
     }
   },
+  // On a cluster usage_events was empty when its view to usage_event_ids was made (the step
+  // above), so every stored event has its id: nothing to fill.
+  runOnCluster: async () => {},
 }
 
 export interface MigrateResult {
   applied: number[]
   current: number
+}
+
+export interface MigrateOptions {
+  /**
+   * CLICKHOUSE_CLUSTER: run every statement ON CLUSTER this cluster (cluster.ts): Replicated*
+   * tables `<name>_local` on each node, Distributed tables `<name>` over them.
+   */
+  cluster?: string | undefined
 }
 
 /**
@@ -395,16 +455,22 @@ export interface MigrateResult {
  * IF NOT EXISTS, so a migration interrupted halfway (or two gateways starting
  * at once) is simply run again; a second migrate() is a no-op.
  */
-export async function migrate(store: ClickHouseStore, list: readonly Migration[] = migrations): Promise<MigrateResult> {
+export async function migrate(store: ClickHouseStore, list: readonly Migration[] = migrations, options: MigrateOptions = {}): Promise<MigrateResult> {
   const db = sqlIdent(store.database)
-  await store.exec(
-    `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, name String, applied_at DateTime('UTC')) ` + 'ENGINE = MergeTree ORDER BY version',
-  )
+  const cluster = options.cluster === undefined ? undefined : sqlIdent(options.cluster)
+  const bookkeeping =
+    `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (version UInt32, name String, applied_at DateTime('UTC')) ` + 'ENGINE = MergeTree ORDER BY version'
+  if (cluster === undefined) await store.exec(bookkeeping)
+  else if ((await tableNames(store, db, 'schema\\_migrations')).size === 0) {
+    // Once per cluster, not at every start: a DDL ON CLUSTER waits for every node.
+    await store.exec(`CREATE DATABASE IF NOT EXISTS ${db} ON CLUSTER ${cluster}`)
+    for (const sql of onCluster(bookkeeping, cluster)) await store.exec(sql)
+  }
   const done = new Set((await store.query<{ version: number }>(`SELECT DISTINCT version FROM ${db}.schema_migrations`)).map((r) => Number(r.version)))
   const applied: number[] = []
   for (const m of [...list].sort((a, b) => a.version - b.version)) {
     if (done.has(m.version)) continue
-    for (const statement of m.statements(db)) await run(store, db, statement)
+    for (const statement of m.statements(db)) await run(store, db, statement, cluster)
     await store.insert(`${db}.schema_migrations`, [{ version: m.version, name: m.name, applied_at: dateTimeUtc(Date.now()) }])
     applied.push(m.version)
     done.add(m.version)
@@ -438,7 +504,7 @@ export interface TtlResult {
  * misspelt setting stops the start. ClickHouse before 19.6 (Debian's 18.16) has no TTL at all:
  * nothing is applied, and `skipped` says why.
  */
-export async function applyTtl(store: ClickHouseStore, ttlDays: Readonly<Record<string, number>>): Promise<TtlResult> {
+export async function applyTtl(store: ClickHouseStore, ttlDays: Readonly<Record<string, number>>, options: MigrateOptions = {}): Promise<TtlResult> {
   const unknown = Object.keys(ttlDays).filter((t) => TTL_TIME[t] === undefined)
   if (unknown.length > 0) {
     throw new Error(`METERING_CLICKHOUSE_TTL_DAYS_<TABLE>: no table ${unknown.join(', ')} (tables: ${Object.keys(TTL_TIME).join(', ')})`)
@@ -462,10 +528,12 @@ export async function applyTtl(store: ClickHouseStore, ttlDays: Readonly<Record<
   const changed: Record<string, number> = {}
   for (const [table, days] of entries) {
     for (const t of table === 'usage_events' ? ['usage_events', 'usage_event_ids'] : [table]) {
-      const engine = engines.get(t) ?? ''
+      // On a cluster the rows (and so the TTL) are in the local tables (cluster.ts).
+      const engine = engines.get(options.cluster === undefined ? t : `${t}${LOCAL_SUFFIX}`) ?? ''
       const wanted = `${TTL_TIME[table]} + toIntervalDay(${days})`
       if (days === 0 ? !/ TTL /.test(engine) : engine.includes(`TTL ${wanted}`)) continue
-      await store.exec(days === 0 ? `ALTER TABLE ${db}.${t} REMOVE TTL` : `ALTER TABLE ${db}.${t} MODIFY TTL ${TTL_TIME[table]} + INTERVAL ${days} DAY`)
+      const sql = days === 0 ? `ALTER TABLE ${db}.${t} REMOVE TTL` : `ALTER TABLE ${db}.${t} MODIFY TTL ${TTL_TIME[table]} + INTERVAL ${days} DAY`
+      for (const part of options.cluster === undefined ? [sql] : onCluster(sql, options.cluster)) await store.exec(part)
       changed[t] = days
     }
   }

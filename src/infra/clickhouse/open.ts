@@ -2,7 +2,7 @@
 // chDB in a child process otherwise (store.ts is the interface both keep).
 
 import path from 'node:path'
-import { applyTtl, migrate } from './migrations.js'
+import { applyTtl, migrate, migrations } from './migrations.js'
 import type { ClickHouseStore } from './store.js'
 
 export interface OpenClickHouseOptions {
@@ -14,13 +14,23 @@ export interface OpenClickHouseOptions {
   database?: string
   /** A server's calls fail after this many milliseconds unanswered (default: the client's, 30 s). */
   timeoutMs?: number
+  /** CLICKHOUSE_CLUSTER: the server's cluster the tables are spread over (cluster.ts); needs `url`. */
+  cluster?: string | undefined
 }
 
 export async function openClickHouse(options: OpenClickHouseOptions): Promise<ClickHouseStore> {
   const database = options.database ?? 'default'
+  if (options.cluster !== undefined && !options.url) {
+    throw new Error(`CLICKHOUSE_CLUSTER=${options.cluster} needs CLICKHOUSE_URL (a server of that cluster): the embedded chDB is one process, not a cluster`)
+  }
   if (options.url) {
     const { openServerStore } = await import('./server.js')
-    return openServerStore({ url: options.url, database, ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}) })
+    return openServerStore({
+      url: options.url,
+      database,
+      ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+      ...(options.cluster === undefined ? {} : { cluster: options.cluster }),
+    })
   }
   const { openEmbeddedStore } = await import('./embedded.js')
   return openEmbeddedStore({ path: path.join(options.dataDir, 'clickhouse'), database })
@@ -36,17 +46,21 @@ export async function openHistory(options: {
   clickhouseDatabase?: string | undefined
   clickhouseTimeoutMs?: number
   clickhouseTtlDays?: Readonly<Record<string, number>>
+  /** CLICKHOUSE_CLUSTER: migrations ON CLUSTER (cluster.ts); refused without clickhouseUrl. */
+  clickhouseCluster?: string | undefined
   onNotice?: (message: string) => void
 }): Promise<ClickHouseStore> {
+  const cluster = options.clickhouseCluster
   const store = await openClickHouse({
     url: options.clickhouseUrl,
     dataDir: options.dataDir,
+    cluster,
     ...(options.clickhouseTimeoutMs ? { timeoutMs: options.clickhouseTimeoutMs } : {}),
     ...(options.clickhouseDatabase === undefined ? {} : { database: options.clickhouseDatabase }),
   })
   try {
-    await migrate(store)
-    const ttl = await applyTtl(store, options.clickhouseTtlDays ?? {})
+    await migrate(store, migrations, { cluster })
+    const ttl = await applyTtl(store, options.clickhouseTtlDays ?? {}, { cluster })
     if (ttl.skipped !== undefined) {
       const notice = options.onNotice ?? ((msg: string) => process.stderr.write(`${JSON.stringify({ level: 40, time: Date.now(), msg })}\n`))
       notice(ttl.skipped)
