@@ -34,6 +34,7 @@ export function toRow(
   value?: string,
   eventId: string = event.eventId,
   status: UsageStatus = 'accepted',
+  properties: string = propertiesText(event),
 ): UsageEventRow {
   return {
     event_id: eventId,
@@ -42,7 +43,7 @@ export function toRow(
     event_slug: event.eventSlug,
     feature_slug: featureSlug,
     value: value ?? eventValue(event.properties),
-    properties: event.properties === undefined ? '{}' : JSON.stringify(event.properties),
+    properties,
     ts_ms: event.timestampMs,
     status,
     decision: CLAIM_DECISION,
@@ -65,7 +66,21 @@ export function toRows(
   refused: ReadonlySet<string> = NO_REFUSALS,
 ): UsageEventRow[] {
   if (features.length === 0) return [toRow(event)]
+  // One JSON text of the properties for all of the event's rows.
+  const properties = propertiesText(event)
   return features.map((f, i) =>
-    toRow(event, f.featureSlug, f.value, i === 0 ? event.eventId : `${event.eventId}#${f.featureSlug}`, refused.has(f.featureSlug) ? 'refused' : 'accepted'),
+    toRow(
+      event,
+      f.featureSlug,
+      f.value,
+      i === 0 ? event.eventId : `${event.eventId}#${f.featureSlug}`,
+      refused.has(f.featureSlug) ? 'refused' : 'accepted',
+      properties,
+    ),
   )
+}
+
+/** The row's `properties`: the event's as JSON text, '{}' when absent. */
+function propertiesText(event: UsageEvent): string {
+  return event.properties === undefined ? '{}' : JSON.stringify(event.properties)
 }
