@@ -152,7 +152,7 @@ local function loadBudget(key, extraField)
     local l, s = c[i], i * 4
     limits[i] = {
       w = l.w, hard = l.hard, anchor = l.anchor, ah = l.ah, al = l.al,
-      ch = st[s + 1], cl = st[s + 2], ps = st[s + 3], pe = st[s + 4],
+      ch = st[s + 1], cl = st[s + 2], ps = st[s + 3], pe = st[s + 4], bh = 0, bl = 0,
     }
   end
   return b
@@ -306,16 +306,38 @@ local function saveBudget(b, key)
   b.dirty, b.writes, b.later, b.journal = false, {}, {}, nil
 end
 
--- Reply: { status, s1..s8 (the operation's own values), cfg, held hi, held lo,
---          then per limit: consumed hi, consumed lo, resetsAt (-1 = never), crossed (0|1) }
--- Numbers go back as exact integer replies (all are below 2^53).
+-- Reply: { status, cfg, crossed, k, s1..sk (the operation's own values), held hi, held lo,
+--          then per limit: consumed hi, consumed lo, resetsAt (-1 = never) }
+-- crossed is '' when no limit was crossed, else one '0' or '1' per limit. Numbers go back as
+-- exact integer replies (all are below 2^53). A reply may carry one more value after the last
+-- limit's (authorizeFast's: struct.unpack's next position); readers stop at the last limit.
+-- Every element costs Redis a conversion, so the layout has no empty fillers and no column of
+-- zeros, and its counters follow st's order, so that authorizeFast builds it in one constructor.
 local function budgetReply(b, status, s)
-  local r = { status, s[1] or '', s[2] or '', s[3] or '', s[4] or '', s[5] or '', s[6] or '', s[7] or '', s[8] or '', b.cfg, b.hh, b.hl }
-  for _, l in ipairs(b.limits) do
-    -- Only a call that consumed can have crossed a limit.
-    local crossed = 0
-    if b.consumed and moneyCmp(l.bh, l.bl, l.ah, l.al) <= 0 and moneyCmp(l.ch, l.cl, l.ah, l.al) > 0 then crossed = 1 end
-    r[#r + 1] = l.ch; r[#r + 1] = l.cl; r[#r + 1] = l.pe; r[#r + 1] = crossed
+  local k = #s
+  local r = { status, b.cfg, '', k, unpack(s) }
+  k = k + 4
+  r[k + 1], r[k + 2] = b.hh, b.hl
+  k = k + 2
+  local limits = b.limits
+  for i = 1, #limits do
+    local l = limits[i]
+    r[k + 1], r[k + 2], r[k + 3] = l.ch, l.cl, l.pe
+    k = k + 3
+  end
+  -- Only a call that consumed can have crossed a limit.
+  if b.consumed then
+    local marks = nil
+    for i, l in ipairs(limits) do
+      if moneyCmp(l.bh, l.bl, l.ah, l.al) <= 0 and moneyCmp(l.ch, l.cl, l.ah, l.al) > 0 then
+        marks = marks or {}
+        marks[i] = '1'
+      end
+    end
+    if marks then
+      for i = 1, #limits do marks[i] = marks[i] or '0' end
+      r[3] = table.concat(marks, '', 1, #limits)
+    end
   end
   return r
 end
@@ -353,4 +375,17 @@ local function touchBudget(keys, now, retentionMs, extraField)
   rollWindows(b, now)
   expireDue(b, keys, now, retentionMs, 256)
   return b
+end
+
+-- struct formats that read, from st's bytes, a reply's counters: held hi, lo, then per limit
+-- consumed hi, lo and the period's end (seq, nexp and the period starts skipped), built once per n.
+local SKIP = 'xxxxxxxx'
+local REPLY_FORMATS = {}
+local function replyFormat(n)
+  local f = REPLY_FORMATS[n]
+  if f == nil then
+    f = '<' .. SKIP .. 'dd' .. SKIP .. string.rep('dd' .. SKIP .. 'd', n)
+    REPLY_FORMATS[n] = f
+  end
+  return f
 end

@@ -60,16 +60,21 @@ function parseConfig(cfg: string): LimitConfigState[] {
 }
 
 /**
- * Reads a budget reply (lua/includes/budget.lua): status, the operation's 8 values, `cfg`,
- * held, then consumed, resetsAt and crossed per limit.
+ * Reads a budget reply (lua/includes/budget.lua): status, `cfg`, crossed ('' or one '0' or '1'
+ * per limit), k and the operation's k own values, held, then consumed and resetsAt per limit
+ * (anything after the last limit is ignored).
  */
 function readSnapshot<F extends BudgetScript>(fn: F, script: Script, reply: unknown[]): Snapshot<StatusOf<F>> {
   const status = statusOf(fn, script, reply)
   if (reply.length === 1) return { status, s: [], held: 0n, limits: [] }
-  const s = [String(reply[1]), String(reply[2]), String(reply[3]), String(reply[4]), String(reply[5]), String(reply[6]), String(reply[7]), String(reply[8])]
-  const configs = parseConfig(String(reply[9]))
+  const configs = parseConfig(String(reply[1]))
+  const crossed = String(reply[2])
+  const k = Number(reply[3])
+  const s: string[] = new Array(k)
+  for (let i = 0; i < k; i++) s[i] = String(reply[4 + i])
+  const held = fromPair(reply[4 + k] as number, reply[5 + k] as number)
   const limits: LimitState[] = new Array(configs.length)
-  for (let i = 0, at = 12; i < configs.length; i++, at += 4) {
+  for (let i = 0, at = 6 + k; i < configs.length; i++, at += 3) {
     // Built field by field: an object spread here was the adapter's largest cost in profiles.
     const c = configs[i]!
     const resetsAt = reply[at + 2] as number
@@ -81,10 +86,10 @@ function readSnapshot<F extends BudgetScript>(fn: F, script: Script, reply: unkn
       amount: c.amount,
       consumed: fromPair(reply[at] as number, reply[at + 1] as number),
       resetsAt: resetsAt < 0 ? null : resetsAt,
-      crossed: reply[at + 3] === 1,
+      crossed: crossed.charCodeAt(i) === 49,
     }
   }
-  return { status, s, held: fromPair(reply[10] as number, reply[11] as number), limits }
+  return { status, s, held, limits }
 }
 
 const pairArgs = (units: bigint) => toPair(units).map(String)
