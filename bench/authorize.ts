@@ -47,7 +47,7 @@ const AMOUNT = '0.25'
 const SETTLE_AMOUNT = '0.2'
 const JSON_HEADERS = { 'content-type': 'application/json' }
 
-export async function runAuthorize(opts: BenchOptions): Promise<void> {
+export async function runAuthorize(opts: BenchOptions): Promise<Report> {
   const unknown = opts.legs.filter((l) => l !== 'ours' && !(LEGS as readonly string[]).includes(l))
   if (unknown.length) throw new Error(`unknown leg(s): ${unknown.join(', ')}; known: ${LEGS.join(', ')}, ours`)
   const want = (id: LegId): boolean =>
@@ -90,6 +90,7 @@ export async function runAuthorize(opts: BenchOptions): Promise<void> {
   const files = writeReport(RESULTS_DIR, 'authorize', report)
   const rel = (p: string): string => path.relative(process.cwd(), p)
   console.log(`\nwrote ${rel(files.json)} and ${rel(files.svg)} (copied to authorize-latest.*)`)
+  return report
 }
 
 interface LegContext {

@@ -71,7 +71,7 @@ function ingestOptions(o: BenchOptions, env = process.env): IngestOptions {
 
 export const INGEST_LEGS = ['bullmq-add', 'ch-insert', 'ch-insert-once', 'single', 'batch', 'drain', 'single-always', 'batch-always'] as const
 
-export async function runIngest(base: BenchOptions): Promise<void> {
+export async function runIngest(base: BenchOptions): Promise<IngestReport> {
   const opts = ingestOptions(base)
   const unknown = opts.legs.filter((l) => !(INGEST_LEGS as readonly string[]).includes(l))
   if (unknown.length) throw new Error(`unknown leg(s): ${unknown.join(', ')}; known: ${INGEST_LEGS.join(', ')}`)
@@ -138,6 +138,7 @@ export async function runIngest(base: BenchOptions): Promise<void> {
   const files = writeIngestReport(RESULTS_DIR, report)
   const rel = (p: string): string => path.relative(process.cwd(), p)
   console.log(`\nwrote ${rel(files.json)} and ${rel(files.svg)} (copied to ingest-latest.*)`)
+  return report
 }
 
 async function guarded(id: string, label: string, fn: () => Promise<IngestLeg | IngestLeg[]>): Promise<IngestLeg> {

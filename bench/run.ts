@@ -11,13 +11,28 @@ import { stopAll } from './lib/proc.js'
 const SCENARIOS: Record<string, { about: string; run: (o: BenchOptions) => Promise<void> }> = {
   authorize: {
     about: 'authorize (+settle) through the gateway vs a uWS hello-world vs Fastify+rate-limiter-flexible',
-    run: async (o) => (await import('./authorize.js')).runAuthorize(o),
+    run: async (o) => {
+      await (await import('./authorize.js')).runAuthorize(o)
+    },
   },
   ingest: {
     about: 'usage events: accepted/s (record, record-batch), drained/s into ClickHouse, lag p99, vs BullMQ add and ClickHouse insert',
-    run: async (o) => (await import('./ingest.js')).runIngest(o),
+    run: async (o) => {
+      await (await import('./ingest.js')).runIngest(o)
+    },
+  },
+  cluster: {
+    about: 'N gateways + M workers on Redis Clusters of 1, 2, 3 masters: authorize/s per master, no hard limit passed, exactly-once ingestion',
+    run: async (o) => (await import('./cluster.js')).runCluster(o),
+  },
+  targets: {
+    about: 'every issue-11 target with PASS/MISS in one run (authorize -r 3 + ingest, 5 s legs) and a cost model',
+    run: async (o) => (await import('./targets.js')).runTargets(o),
   },
 }
+
+/** The targets scenario's defaults (about 5 minutes): 5 s legs, 1 s warm-ups, 3 authorize rounds; env and flags win. */
+const TARGETS_DEFAULTS: Record<string, string> = { DURATION: '5', WARMUP: '1', ROUNDS: '3' }
 
 function usage(): string {
   const list = Object.entries(SCENARIOS)
@@ -26,9 +41,11 @@ function usage(): string {
   return `usage: npm run bench -- <scenario> [options]\n\nscenarios:\n${list}\n\n${OPTIONS_HELP}`
 }
 
-/** Moves `--store`, `--batch-size`, `--batch-connections` into STORE, BATCH_SIZE, BATCH_CONNECTIONS; returns the rest. */
-function ingestFlags(argv: string[]): string[] {
-  const map: Record<string, string> = { '--store': 'STORE', '--batch-size': 'BATCH_SIZE', '--batch-connections': 'BATCH_CONNECTIONS' }
+/** Moves `--store`, `--batch-size`, `--batch-connections` into STORE, BATCH_SIZE, BATCH_CONNECTIONS (or `map`'s flags); returns the rest. */
+function ingestFlags(
+  argv: string[],
+  map: Record<string, string> = { '--store': 'STORE', '--batch-size': 'BATCH_SIZE', '--batch-connections': 'BATCH_CONNECTIONS' },
+): string[] {
   const rest: string[] = []
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!
@@ -60,8 +77,9 @@ async function main(): Promise<number> {
   let opts: BenchOptions
   try {
     // The ingest scenario's own flags go through the environment (see bench/README.md).
-    if (name === 'ingest') rest.splice(0, rest.length, ...ingestFlags(rest))
-    opts = parseOptions(rest)
+    if (name === 'ingest' || name === 'targets') rest.splice(0, rest.length, ...ingestFlags(rest))
+    if (name === 'cluster') rest.splice(0, rest.length, ...ingestFlags(rest, { '--masters': 'MASTERS', '--gateways': 'GATEWAYS', '--workers': 'WORKERS' }))
+    opts = parseOptions(rest, name === 'targets' ? { ...TARGETS_DEFAULTS, ...process.env } : process.env)
   } catch (err) {
     console.error(`${(err as Error).message}\n\n${usage()}`)
     return 2
