@@ -1,4 +1,5 @@
 import { Cluster, Redis } from 'ioredis'
+import { attachLean, leanTarget } from './lean.js'
 
 /** A connection to our Redis: one server, or a Cluster. */
 export type RedisClient = Redis | Cluster
@@ -18,6 +19,14 @@ export interface ConnectOptions {
    * (ioredis would print each one to the console as an unhandled error event).
    */
   onError?: (err: Error) => void
+  /**
+   * Script calls (FCALL) on a socket of their own with a lean RESP client (src/infra/redis/lean.ts)
+   * instead of through ioredis: on by default for a standalone server (`redis://`), never for a
+   * Cluster, TLS or a blocking connection. ioredis still carries them while that socket is not ready.
+   * Default: on unless the environment has METERING_REDIS_LEAN=0 (an escape hatch, and the B side of
+   * an A/B benchmark: `B_ENV=METERING_REDIS_LEAN=0`).
+   */
+  leanScripts?: boolean
 }
 
 /**
@@ -41,7 +50,11 @@ export function connectRedis(url: string, name = 'metering', options: ConnectOpt
     return reportErrors(new Cluster(seeds, { redisOptions: { connectionName: name, ...retries }, enableReadyCheck: true }), options.onError)
   }
   // No auto-pipelining: its setImmediate hop cost more than its batching saved (bench/README.md).
-  return reportErrors(new Redis(url, { connectionName: name, ...retries }), options.onError)
+  const client = reportErrors(new Redis(url, { connectionName: name, ...retries }), options.onError)
+  const leanScripts = options.leanScripts ?? process.env.METERING_REDIS_LEAN !== '0'
+  const lean = options.blocking || !leanScripts ? undefined : leanTarget(url, name, options.commandTimeoutMs)
+  if (lean) attachLean(client, lean, () => client.status === 'ready')
+  return client
 }
 
 /** Listens for the client's errors (and its duplicates'), passing on the first of each outage. */

@@ -3,6 +3,7 @@ import { readFileSync, readdirSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import type { Redis } from 'ioredis'
 import type { RedisClient } from './connection.js'
+import { leanFor, MAX_BATCH } from './lean.js'
 import { replicaGate } from './replicas.js'
 import { masters } from './scan.js'
 
@@ -76,7 +77,6 @@ export async function libraryLoaded(redis: RedisClient): Promise<boolean> {
  * the next requests, and keeps the first replies of a batch from waiting for a long one.
  * Commands keep their order, so replies still match. A Cluster client routes per node: left as it is.
  */
-const MAX_BATCH = 16
 interface Batch {
   calls: number
 }
@@ -162,16 +162,8 @@ export class Script {
     if (this.numberOfKeys !== undefined && keys.length !== this.numberOfKeys)
       throw new Error(`${this.name} takes ${this.numberOfKeys} keys, got ${keys.length}`)
     const started = performance.now()
-    // Set by METERING_REDIS_WAIT_REPLICAS: the reply waits for a WAIT that covers it (replicas.ts).
-    const gate = replicaGate(redis)
-    const full = joinBatch(redis)
     try {
-      const seq = gate?.sending()
-      // ioredis writes a command to a ready connection at once, so a full batch leaves with it.
-      const reply = redis.call('FCALL', this.functionName, keys.length, ...keys, ...args)
-      if (full) endBatch(full, batches.get(full))
-      const value = (await reply) as unknown[]
-      return seq === undefined ? value : await gate!.replicated(seq, value)
+      return await this.call(redis, keys, args)
     } catch (error) {
       if (!(error instanceof Error) || !error.message.includes('Function not found')) throw error
       let load = loading.get(redis)
@@ -180,14 +172,30 @@ export class Script {
         loading.set(redis, load)
       }
       await load
-      const seq = gate?.sending()
-      const value = (await redis.call('FCALL', this.functionName, keys.length, ...keys, ...args)) as unknown[]
-      return seq === undefined ? value : await gate!.replicated(seq, value)
+      return await this.call(redis, keys, args)
     } finally {
       const ms = performance.now() - started
       this.calls++
       this.totalMs += ms
       if (observers.length > 0) for (const observe of observers) observe(this, ms)
     }
+  }
+
+  /**
+   * One FCALL: on the client's lean connection (src/infra/redis/lean.ts) when it has a ready one,
+   * else through ioredis, batched per turn. A replica gate's WAIT covers the writes of its own
+   * connection, ioredis', so gated calls always go there.
+   */
+  private call(redis: RedisClient, keys: string[], args: (string | number)[]): Promise<unknown[]> {
+    // Set by METERING_REDIS_WAIT_REPLICAS: the reply waits for a WAIT that covers it (replicas.ts).
+    const gate = replicaGate(redis)
+    const lean = gate === undefined ? leanFor(redis) : undefined
+    if (lean !== undefined) return lean.fcall(this.functionName, keys, args) as Promise<unknown[]>
+    const full = joinBatch(redis)
+    const seq = gate?.sending()
+    // ioredis writes a command to a ready connection at once, so a full batch leaves with it.
+    const reply = redis.call('FCALL', this.functionName, keys.length, ...keys, ...args) as Promise<unknown[]>
+    if (full) endBatch(full, batches.get(full))
+    return seq === undefined ? reply : reply.then((value) => gate!.replicated(seq, value))
   }
 }
