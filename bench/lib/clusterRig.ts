@@ -82,10 +82,7 @@ export async function startRig(cluster: BenchCluster, chUrl: string, database: s
       METERING_NOTIFICATIONS_WORKER: '0',
     })
     const url = `http://127.0.0.1:${port}`
-    // /livez, not /readyz: on a Cluster the gateway's start-up FUNCTION LOAD runs before the client
-    // knows the masters and loads nowhere, so /readyz (and /healthz) say 503 until a first call's
-    // lazy load; setUpBudgets waits for /readyz after its first calls.
-    await waitForHttp200(child, `${url}/livez`, 120_000)
+    await waitForHttp200(child, `${url}/readyz`, 120_000)
     return [child, url]
   }
   const startWorker = async (i: number): Promise<Child> => {

@@ -93,10 +93,8 @@ async function startGateway(i: number): Promise<void> {
     METERING_INGEST_BACKOFF_MS: '200',
   })
   gateways.push({ proc, url: `http://127.0.0.1:${port}` })
-  // /livez, not /readyz: on a Cluster the start-up FUNCTION LOAD (src/bin/gateway.ts) runs before
-  // the client knows the masters and loads nowhere; /readyz answers 503 until a first script call
-  // loads the library lazily.
-  await waitForHttp(proc, `http://127.0.0.1:${port}/livez`, START_MS)
+  // /readyz: the library is on every master (loadLibrary waits for the Cluster client to know them).
+  await waitForHttp(proc, `http://127.0.0.1:${port}/readyz`, START_MS)
 }
 
 async function startWorker(i: number): Promise<void> {

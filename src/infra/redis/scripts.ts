@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { readFileSync, readdirSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import type { Redis } from 'ioredis'
+import type { Cluster, Redis } from 'ioredis'
 import type { RedisClient } from './connection.js'
 import { leanFor, MAX_BATCH } from './lean.js'
 import { replicaGate } from './replicas.js'
@@ -56,15 +56,37 @@ const library = buildLibrary()
 
 /** Loads the library into Redis (every master of a Cluster). Loading it again is harmless. */
 export async function loadLibrary(redis: RedisClient): Promise<void> {
+  await knowsMasters(redis)
   const nodes = masters(redis)
   await Promise.all(nodes.map((node) => node.call('FUNCTION', 'LOAD', 'REPLACE', library.text)))
+}
+
+/**
+ * A Cluster client knows its masters only once ready (its first slots refresh): before that
+ * `masters()` is empty, and a load at start-up would load nowhere. Rejects if the client ends first.
+ */
+async function knowsMasters(redis: RedisClient): Promise<void> {
+  const cluster = redis as Cluster
+  if (!cluster.isCluster || cluster.status === 'ready') return
+  await new Promise<void>((resolve, reject) => {
+    const onReady = (): void => {
+      cluster.off('end', onEnd)
+      resolve()
+    }
+    const onEnd = (): void => {
+      cluster.off('ready', onReady)
+      reject(new Error('Connection is closed.'))
+    }
+    cluster.once('ready', onReady)
+    cluster.once('end', onEnd)
+  })
 }
 
 /** Whether every master answers and has this build's library (readiness: /readyz). */
 export async function libraryLoaded(redis: RedisClient): Promise<boolean> {
   const name = `metering_${library.version}`
   const found = await Promise.all(masters(redis).map((node) => node.call('FUNCTION', 'LIST', 'LIBRARYNAME', name) as Promise<unknown[]>))
-  return found.every((libraries) => libraries.length > 0)
+  return found.length > 0 && found.every((libraries) => libraries.length > 0)
 }
 
 /**
