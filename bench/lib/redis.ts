@@ -145,8 +145,16 @@ export interface RedisFigures {
    */
   usecPerReqLow: number
   usecPerReqHigh: number
-  /** usec_per_call of FCALL (the gateway's Lua runs as Redis Functions), else EVALSHA; null if none. */
+  /**
+   * Script time per request (per authorize): FCALL's usec (the gateway's Lua runs as Redis
+   * Functions), else EVALSHA's, divided by the requests — not by the calls: one FCALL of the
+   * library's multi function carries a turn's authorizes (src/infra/redis/multi.ts), and the peer
+   * makes 3 calls per request. (The name is kept: bench/lib/report.ts and the baselines read it.)
+   * null if none.
+   */
   scriptUsecPerCall: number | null
+  /** Script calls (FCALL, else EVALSHA) per request: below 1 when multi calls carry several. */
+  scriptCallsPerReq: number | null
   /** CPU of the redis-server process per request (commands + parsing + network + AOF). */
   cpuUsPerReq: number
 }
@@ -184,7 +192,8 @@ export async function redisFigures(r: BenchRedis, requests: number, cpuUs: numbe
     commands,
     usecPerReqLow: low,
     usecPerReqHigh: high,
-    scriptUsecPerCall: (commands.fcall ?? commands.evalsha)?.usecPerCall ?? null,
+    scriptUsecPerCall: (commands.fcall ?? commands.evalsha)?.usecPerReq ?? null,
+    scriptCallsPerReq: (commands.fcall ?? commands.evalsha)?.callsPerReq ?? null,
     cpuUsPerReq: cpuUs / requests,
   }
 }

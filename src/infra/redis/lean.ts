@@ -15,8 +15,15 @@
 // when the connection drops with "Connection is closed." — both what src/infra/availability.ts
 // counts as unavailable (a 503). A timed-out call stays in the queue, so the late reply is
 // matched to it and dropped. Used only while ready; Script.run goes through ioredis otherwise.
+//
+// Several script calls in a turn's batch leave as ONE FCALL of the library's multi function
+// (multi.ts), which runs them in order inside one script and answers an array the connection
+// splits back: each caller gets what its own FCALL would have given (a sub-call's error fails
+// that call only); a multi call that fails as a whole (timed out, connection closed, Function not
+// found) fails each of its callers with that error. METERING_REDIS_MULTI=0 sends separate FCALLs.
 
 import { connect, type Socket } from 'node:net'
+import { answerCalls, failCalls, fcallText, multiText, type TurnCall } from './multi.js'
 
 /** Where a lean connection goes: parsed from a `redis://` URL (TLS and Cluster URLs get none). */
 export interface LeanTarget {
@@ -29,6 +36,11 @@ export interface LeanTarget {
   name: string
   /** A call not answered within this many ms fails; undefined: never. */
   timeoutMs: number | undefined
+  /**
+   * A turn's script calls leave as one FCALL of the library's multi function (multi.ts) when
+   * there are several; undefined: on. Off with METERING_REDIS_MULTI=0 (the B side of an A/B).
+   */
+  multi?: boolean
 }
 
 /** The target of a `redis://` URL, or undefined for anything else (`rediss://`, Cluster, unix sockets). */
@@ -50,6 +62,7 @@ export function leanTarget(url: string, name: string, timeoutMs: number | undefi
     password: parsed.password ? decodeURIComponent(parsed.password) : undefined,
     name: `${name}-fcall`,
     timeoutMs: timeoutMs && timeoutMs > 0 ? timeoutMs : undefined,
+    multi: process.env.METERING_REDIS_MULTI !== '0',
   }
 }
 
@@ -74,16 +87,18 @@ export const MAX_BATCH = 16
 const SWEEPS = 4
 
 const CRLF = '\r\n'
-function bulk(text: string): string {
-  return '$' + Buffer.byteLength(text) + CRLF + text + CRLF
-}
 
 /** One RESP command as text. */
 export function encodeCommand(words: readonly (string | number)[]): string {
   let text = '*' + words.length + CRLF
-  for (const word of words) text += bulk(typeof word === 'string' ? word : String(word))
+  for (const word of words) {
+    const value = typeof word === 'string' ? word : String(word)
+    text += '$' + Buffer.byteLength(value) + CRLF + value + CRLF
+  }
   return text
 }
+
+const isReplyError = (value: unknown): value is ReplyError => value instanceof ReplyError
 
 /** The value of the last reply `parseReply` completed. */
 let parsed: unknown
@@ -164,6 +179,10 @@ export class LeanConnection {
   private head = 0
   private out = ''
   private outCalls = 0
+  /** Script calls of this turn not yet in `out`: they leave as one FCALL, of `turnMulti` when several. */
+  private turn: TurnCall[] = []
+  private turnMulti = ''
+  private turnTick = 0
   private flushQueued = false
   private rest: Buffer | undefined
   private tick = 0
@@ -204,12 +223,42 @@ export class LeanConnection {
     )
   }
 
-  /** FCALL `fn` with `keys` and `args`: the reply, decoded as ioredis would. */
-  fcall(fn: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    let text = '*' + (3 + keys.length + args.length) + CRLF + '$5\r\nFCALL\r\n' + bulk(fn) + bulk(String(keys.length))
-    for (const key of keys) text += bulk(key)
-    for (const arg of args) text += bulk(typeof arg === 'string' ? arg : String(arg))
-    return this.send(text)
+  /**
+   * FCALL `fn` with `keys` and `args`: the reply, decoded as ioredis would. With `multi` (the
+   * library's multi function, multi.ts), the calls of a turn that name it leave as one FCALL of
+   * it when there are several (unless the target has multi off), and each gets its own reply.
+   */
+  fcall(fn: string, keys: readonly string[], args: readonly (string | number)[], multi?: string): Promise<unknown> {
+    if (multi === undefined || this.target.multi === false) return this.send(fcallText(fn, keys, args))
+    if (this.socket === undefined) return Promise.reject(new Error('Connection is closed.'))
+    if (this.turn.length > 0 && this.turnMulti !== multi) this.encodeTurn()
+    return new Promise((resolve, reject) => {
+      if (this.turn.length === 0) {
+        this.turnMulti = multi
+        this.turnTick = this.tick
+      }
+      this.turn.push({ fn, keys, args, resolve, reject })
+      this.queued()
+    })
+  }
+
+  /** The turn's script calls into the output, in order: one FCALL alone, else one multi FCALL answered to each. */
+  private encodeTurn(): void {
+    const calls = this.turn
+    this.turn = []
+    if (calls.length === 1) {
+      const call = calls[0]!
+      this.out += fcallText(call.fn, call.keys, call.args)
+      this.queue.push({ resolve: call.resolve, reject: call.reject, tick: this.turnTick, done: false })
+      return
+    }
+    this.out += multiText(this.turnMulti, calls)
+    this.queue.push({
+      resolve: (reply) => answerCalls(calls, reply, isReplyError),
+      reject: (error) => failCalls(calls, error),
+      tick: this.turnTick,
+      done: false,
+    })
   }
 
   /** Any command (tests; the handshake). */
@@ -220,15 +269,21 @@ export class LeanConnection {
   /** Queues a command's text for this turn's write; the MAX_BATCH-th of a batch sends it at once. */
   private send(text: string): Promise<unknown> {
     if (this.socket === undefined) return Promise.reject(new Error('Connection is closed.'))
+    if (this.turn.length > 0) this.encodeTurn()
     return new Promise((resolve, reject) => {
       this.queue.push({ resolve, reject, tick: this.tick, done: false })
       this.out += text
-      if (++this.outCalls >= MAX_BATCH) this.flush()
-      else if (!this.flushQueued) {
-        this.flushQueued = true
-        setImmediate(this.flushLater)
-      }
+      this.queued()
     })
+  }
+
+  /** A call joined this turn's batch: the MAX_BATCH-th sends it at once, else the check phase does. */
+  private queued(): void {
+    if (++this.outCalls >= MAX_BATCH) this.flush()
+    else if (!this.flushQueued) {
+      this.flushQueued = true
+      setImmediate(this.flushLater)
+    }
   }
 
   private readonly flushLater = (): void => {
@@ -237,6 +292,7 @@ export class LeanConnection {
   }
 
   private flush(): void {
+    if (this.turn.length > 0 && this.socket !== undefined) this.encodeTurn()
     if (this.out === '' || this.socket === undefined) return
     this.writes++
     this.socket.write(this.out)
@@ -290,6 +346,8 @@ export class LeanConnection {
     this.rest = undefined
     this.out = ''
     this.outCalls = 0
+    const turn = this.turn
+    this.turn = []
     if (this.sweeper !== undefined) clearInterval(this.sweeper)
     this.sweeper = undefined
     const queue = this.queue
@@ -302,6 +360,7 @@ export class LeanConnection {
       pending.done = true
       pending.reject(new Error('Connection is closed.'))
     }
+    failCalls(turn, new Error('Connection is closed.'))
     socket.destroy()
   }
 

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url'
 import type { Cluster, Redis } from 'ioredis'
 import type { RedisClient } from './connection.js'
 import { leanFor, MAX_BATCH } from './lean.js'
+import { MULTI_LUA, multiFunction } from './multi.js'
 import { replicaGate } from './replicas.js'
 import { masters } from './scan.js'
 
@@ -21,9 +22,11 @@ const INCLUDE = /^--@include (\w+)\s*$/gm
  * matters on the hot path: an EVAL script re-creates every helper function on every call
  * (~2 µs of a ~22 µs authorize), a library function finds them already defined.
  * The library and function names carry a hash of the library's text, so two releases sharing
- * one Redis never call each other's code.
+ * one Redis never call each other's code. One more function, `metering_multi_<version>`
+ * (multi.ts), runs several of the others in one call: the lean connection's batch of a turn.
+ * Every function is registered without flags (so each may write); the multi one too.
  */
-function buildLibrary(): { text: string; version: string; names: Map<string, string> } {
+function buildLibrary(): { text: string; version: string; names: Map<string, string>; multi: string } {
   const files = readdirSync(LUA_DIR)
     .filter((f) => f.endsWith('.lua'))
     .sort()
@@ -44,15 +47,30 @@ function buildLibrary(): { text: string; version: string; names: Map<string, str
   const shared = includes.map((include) => readFileSync(`${LUA_DIR}includes/${include}.lua`, 'utf8').replace(INCLUDE, '')).join('\n')
   const functions = bodies.map(({ body }, i) => `local function script${i}(KEYS, ARGV)\n${body}\nend\n`).join('\n')
   const version = createHash('sha1')
-    .update(shared + functions)
+    .update(shared + functions + MULTI_LUA)
     .digest('hex')
     .slice(0, 12)
   const names = new Map(bodies.map(({ name }) => [name, `${name.replace(/-/g, '_')}_${version}`]))
-  const registrations = bodies.map(({ name }, i) => `redis.register_function('${names.get(name)}', script${i})`).join('\n')
-  return { text: `#!lua name=metering_${version}\n${shared}\n${functions}\n${registrations}\n`, version, names }
+  const multi = multiFunction(
+    version,
+    bodies.map(({ name }, i) => ({ name: names.get(name)!, local: `script${i}` })),
+  )
+  const registrations = bodies
+    .map(({ name }, i) => `redis.register_function('${names.get(name)}', script${i})`)
+    .concat(`redis.register_function('${multi.name}', multi)`)
+    .join('\n')
+  return {
+    text: `#!lua name=metering_${version}\n${shared}\n${functions}\n${multi.lua}\n${registrations}\n`,
+    version,
+    names,
+    multi: multi.name,
+  }
 }
 
 const library = buildLibrary()
+
+/** The library's multi function (multi.ts): a turn's calls in one FCALL. */
+export const MULTI_FUNCTION = library.multi
 
 /** Loads the library into Redis (every master of a Cluster). Loading it again is harmless. */
 export async function loadLibrary(redis: RedisClient): Promise<void> {
@@ -166,7 +184,8 @@ export function observeScripts(observer: ScriptObserver): () => void {
 export class Script {
   /** undefined: any number (a `-N` script). */
   readonly numberOfKeys: number | undefined
-  private readonly functionName: string
+  /** The library function it calls (FCALL). */
+  readonly functionName: string
   /** Milliseconds per call, summed, for /metrics. */
   calls = 0
   totalMs = 0
@@ -204,15 +223,16 @@ export class Script {
   }
 
   /**
-   * One FCALL: on the client's lean connection (src/infra/redis/lean.ts) when it has a ready one,
-   * else through ioredis, batched per turn. A replica gate's WAIT covers the writes of its own
+   * One FCALL: on the client's lean connection (src/infra/redis/lean.ts) when it has a ready one
+   * (where a turn's calls leave as one FCALL of the multi function, multi.ts), else through
+   * ioredis, batched per turn. A replica gate's WAIT covers the writes of its own
    * connection, ioredis', so gated calls always go there.
    */
   private call(redis: RedisClient, keys: string[], args: (string | number)[]): Promise<unknown[]> {
     // Set by METERING_REDIS_WAIT_REPLICAS: the reply waits for a WAIT that covers it (replicas.ts).
     const gate = replicaGate(redis)
     const lean = gate === undefined ? leanFor(redis) : undefined
-    if (lean !== undefined) return lean.fcall(this.functionName, keys, args) as Promise<unknown[]>
+    if (lean !== undefined) return lean.fcall(this.functionName, keys, args, library.multi) as Promise<unknown[]>
     const full = joinBatch(redis)
     const seq = gate?.sending()
     // ioredis writes a command to a ready connection at once, so a full batch leaves with it.
