@@ -16,9 +16,14 @@
 //   batch-always     (the gateway's default: a reply only after the fsync of its write), with a
 //                    gateway and worker of their own: what durability before acknowledgement
 //                    costs ingest, printed beside the everysec legs
+//   single-b         A/B (only when named): single, batch and drain again with the gateway and
+//   batch-b          worker of another checkout (B_ROOT, e.g. /tmp/base), against a redis-server
+//   drain-b          of their own and the same clickhouse-server; after the legs of this checkout,
+//                    or before them with B_FIRST=1 (run both orders: ClickHouse fills as legs go)
 // Redis is flushed after the ceilings. The gateway runs with METERING_INGEST_WORKER=0 and the
 // ingest worker runs as its own process (`src/bin/worker.ts`, CLICKHOUSE_URL = the child), so it
-// can be stopped for the drain leg and its CPU is read apart from the gateway's. During single
+// can be stopped for the drain leg and its CPU is read apart from the gateway's. INGEST_WORKERS=N
+// runs N worker processes instead of one (their CPU summed under `worker`). During single
 // and batch the bench polls `count()` of the leg's own project every 100 ms (drain over time)
 // and looks up sampled event ids (lag from accept to queryable).
 
@@ -49,6 +54,8 @@ interface IngestOptions extends BenchOptions {
   batchConnections: number
   /** Ingest worker concurrency (METERING_INGEST_CONCURRENCY of the worker process). */
   workerConcurrency: number | undefined
+  /** Ingest worker processes (INGEST_WORKERS, default 1); their CPU is summed under `worker`. */
+  workers: number
 }
 
 function ingestOptions(o: BenchOptions, env = process.env): IngestOptions {
@@ -66,16 +73,32 @@ function ingestOptions(o: BenchOptions, env = process.env): IngestOptions {
     batchSize: Math.min(1000, pos(env.BATCH_SIZE, 1000)),
     batchConnections: pos(env.BATCH_CONNECTIONS, 16),
     workerConcurrency: env.METERING_INGEST_CONCURRENCY ? pos(env.METERING_INGEST_CONCURRENCY, 4) : undefined,
+    workers: pos(env.INGEST_WORKERS, 1),
   }
 }
 
-export const INGEST_LEGS = ['bullmq-add', 'ch-insert', 'ch-insert-once', 'single', 'batch', 'drain', 'single-always', 'batch-always'] as const
+export const INGEST_LEGS = [
+  'bullmq-add',
+  'ch-insert',
+  'ch-insert-once',
+  'single',
+  'batch',
+  'drain',
+  'single-always',
+  'batch-always',
+  'single-b',
+  'batch-b',
+  'drain-b',
+] as const
+
+/** Legs run only when named (-l): the A/B legs of B_ROOT's checkout. */
+const NAMED_ONLY: readonly string[] = ['single-b', 'batch-b', 'drain-b']
 
 export async function runIngest(base: BenchOptions): Promise<IngestReport> {
   const opts = ingestOptions(base)
   const unknown = opts.legs.filter((l) => !(INGEST_LEGS as readonly string[]).includes(l))
   if (unknown.length) throw new Error(`unknown leg(s): ${unknown.join(', ')}; known: ${INGEST_LEGS.join(', ')}`)
-  const want = (id: (typeof INGEST_LEGS)[number]): boolean => opts.legs.length === 0 || opts.legs.includes(id)
+  const want = (id: (typeof INGEST_LEGS)[number]): boolean => opts.legs.includes(id) || (opts.legs.length === 0 && !NAMED_ONLY.includes(id))
   if (opts.rounds > 1) console.warn('warning: -r/--rounds is not used by the ingest scenario (one round)')
 
   const timestamp = new Date().toISOString()
@@ -86,6 +109,7 @@ export async function runIngest(base: BenchOptions): Promise<IngestReport> {
   const legs: IngestLeg[] = []
   let redis: BenchRedis | undefined
   let redisAlways: BenchRedis | undefined
+  let redisB: BenchRedis | undefined
   let ch: { url: string; pid: number; stop(): Promise<void> } | undefined
   try {
     redis = await startBenchRedis(path.join(tmp, 'redis'))
@@ -108,10 +132,21 @@ export async function runIngest(base: BenchOptions): Promise<IngestReport> {
     }
     await redis.admin.flushall()
 
-    // --- through the gateway -----------------------------------------------
+    // --- through the gateway (and the same with B_ROOT's gateway and worker) --
+    const bRoot = process.env.B_ROOT
+    const bWanted = want('single-b') || want('batch-b') || want('drain-b')
+    if (bWanted && !bRoot) throw new Error('legs single-b, batch-b, drain-b need B_ROOT (another checkout, e.g. /tmp/base)')
+    const bLegs = async (): Promise<void> => {
+      if (!bWanted || !bRoot) return
+      redisB = await startBenchRedis(path.join(tmp, 'redis-b'))
+      const b = (id: (typeof INGEST_LEGS)[number]): boolean => (id === 'single' || id === 'batch' || id === 'drain') && want(`${id}-b`)
+      legs.push(...(await gatewayLegs(opts, redisB, ch!, tmp, b, 'everysec', bRoot)))
+    }
+    if (process.env.B_FIRST === '1') await bLegs()
     if (want('single') || want('batch') || want('drain')) {
       legs.push(...(await gatewayLegs(opts, redis, ch, tmp, want)))
     }
+    if (process.env.B_FIRST !== '1') await bLegs()
     // --- the same at appendfsync always (its own redis-server, gateway and worker) ---
     if (want('single-always') || want('batch-always')) {
       redisAlways = await startBenchRedis(path.join(tmp, 'redis-always'), 'always')
@@ -122,6 +157,7 @@ export async function runIngest(base: BenchOptions): Promise<IngestReport> {
     await stopAll()
     await redis?.stop().catch(() => {})
     await redisAlways?.stop().catch(() => {})
+    await redisB?.stop().catch(() => {})
     await ch?.stop().catch(() => {})
     rmSync(tmp, { recursive: true, force: true })
   }
@@ -152,12 +188,13 @@ async function guarded(id: string, label: string, fn: () => Promise<IngestLeg | 
   }
 }
 
-/** CPU of some pids and of the machine over a window. */
-function cpuWindow(pids: Record<string, number>): () => { pct: Record<string, number>; clientPct: number; otherPct: number; wallS: number } {
+/** CPU of some pids (a list: their sum, e.g. the worker processes) and of the machine over a window. */
+function cpuWindow(pids: Record<string, number | number[]>): () => { pct: Record<string, number>; clientPct: number; otherPct: number; wallS: number } {
   const t0 = process.hrtime.bigint()
   const c0 = process.cpuUsage()
   const s0 = systemBusyUs()
   const p0: Record<string, number> = {}
+  const safeCpu = (pid: number | number[]): number => (Array.isArray(pid) ? pid.reduce((sum, p) => sum + pidCpu(p), 0) : pidCpu(pid))
   for (const [k, pid] of Object.entries(pids)) p0[k] = safeCpu(pid)
   return () => {
     const wallS = Number(process.hrtime.bigint() - t0) / 1e9
@@ -194,7 +231,7 @@ function cmdline(pid: number): string {
   }
 }
 
-function safeCpu(pid: number): number {
+function pidCpu(pid: number): number {
   try {
     return procCpuUs(pid)
   } catch {
@@ -361,16 +398,24 @@ async function newProject(base: string, rootKey: string, name: string): Promise<
   return { projectId: r.projectId, apiKey: r.apiKey }
 }
 
-function startWorker(redisUrl: string, chUrl: string, tmp: string, concurrency: number | undefined): Child {
-  return spawnTs('worker', 'src/bin/worker.ts', {
-    REDIS_URL: redisUrl,
-    CLICKHOUSE_URL: chUrl,
-    METERING_DATA_DIR: path.join(tmp, 'worker'),
-    LOG_LEVEL: 'warn',
-    LOG_PRETTY: '0',
-    ...(concurrency ? { METERING_INGEST_CONCURRENCY: String(concurrency) } : {}),
-  })
+/**
+ * The ingest worker processes (INGEST_WORKERS): each claims its events in Redis, so they share a
+ * queue exactly once. `root`: the checkout they run from (B_ROOT for the -b legs).
+ */
+function startWorkers(redisUrl: string, chUrl: string, tmp: string, opts: IngestOptions, root?: string): Child[] {
+  return Array.from({ length: opts.workers }, (_, i) =>
+    spawnTs('worker', path.join(root ?? '.', 'src/bin/worker.ts'), {
+      REDIS_URL: redisUrl,
+      CLICKHOUSE_URL: chUrl,
+      METERING_DATA_DIR: path.join(tmp, `${i === 0 ? 'worker' : `worker-${i}`}${root ? '-b' : ''}`),
+      LOG_LEVEL: 'warn',
+      LOG_PRETTY: '0',
+      ...(opts.workerConcurrency ? { METERING_INGEST_CONCURRENCY: String(opts.workerConcurrency) } : {}),
+    }),
+  )
 }
+
+const pidsOf = (children: Child[]): number[] => children.map((c) => c.pid)
 
 async function gatewayLegs(
   opts: IngestOptions,
@@ -379,25 +424,27 @@ async function gatewayLegs(
   tmp: string,
   want: (id: (typeof INGEST_LEGS)[number]) => boolean,
   fsync: Fsync = 'everysec',
+  /** Another checkout whose gateway and worker run these legs (B_ROOT: legs `<mode>-b`). */
+  root?: string,
 ): Promise<IngestLeg[]> {
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
   const rootKey = randomBytes(24).toString('hex')
-  const gateway = spawnTs('gateway', 'src/bin/gateway.ts', {
+  const gateway = spawnTs('gateway', path.join(root ?? '.', 'src/bin/gateway.ts'), {
     PORT: String(port),
     REDIS_URL: redis.url,
     CLICKHOUSE_URL: ch.url,
     METERING_ROOT_KEY: rootKey,
-    METERING_DATA_DIR: path.join(tmp, `gateway-${fsync}`),
+    METERING_DATA_DIR: path.join(tmp, `gateway-${fsync}${root ? '-b' : ''}`),
     LOG_LEVEL: 'warn',
     LOG_PRETTY: '0',
     // The worker runs as its own process (below), so it can be stopped for the drain leg.
     METERING_INGEST_WORKER: '0',
   })
   await waitForHttp200(gateway, `${url}/healthz`)
-  let worker = startWorker(redis.url, ch.url, tmp, opts.workerConcurrency)
+  let workers = startWorkers(redis.url, ch.url, tmp, opts, root)
   const results: IngestLeg[] = []
-  const ctx: GwContext = { opts, url, rootKey, gateway, worker, redis, ch, fsync }
+  const ctx: GwContext = { opts, url, rootKey, gateway, workers, redis, ch, fsync, b: root !== undefined }
   try {
     // A contract mismatch fails here, readably, rather than as a leg full of 4xx.
     const probe = await newProject(url, rootKey, 'bench-probe')
@@ -407,17 +454,19 @@ async function gatewayLegs(
     m.start()
     const got = await m.waitFor(1, 60_000)
     await m.stop()
-    if (got === undefined) throw new Error(`the probe event did not reach ClickHouse within 60 s (worker: ${worker.tail().slice(-500)})`)
+    if (got === undefined) throw new Error(`the probe event did not reach ClickHouse within 60 s (worker: ${workers[0]!.tail().slice(-500)})`)
 
-    if (want('single')) results.push(await legGuard(legId('single', fsync), legLabel(ctx, 'single'), () => loadLeg(ctx, 'single')))
-    if (want('batch')) results.push(await legGuard(legId('batch', fsync), legLabel(ctx, 'batch'), () => loadLeg(ctx, 'batch')))
+    if (want('single')) results.push(await legGuard(legId(ctx, 'single'), legLabel(ctx, 'single'), () => loadLeg(ctx, 'single')))
+    if (want('batch')) results.push(await legGuard(legId(ctx, 'batch'), legLabel(ctx, 'batch'), () => loadLeg(ctx, 'batch')))
     if (want('drain')) {
       results.push(
-        await legGuard('drain', 'drain of a backlog', async () => {
+        await legGuard(legId(ctx, 'drain'), legLabel(ctx, 'drain'), async () => {
           const r = await drainLeg(
             ctx,
-            () => worker.stop(),
-            () => (worker = ctx.worker = startWorker(redis.url, ch.url, tmp, opts.workerConcurrency)),
+            async () => {
+              await Promise.all(workers.map((w) => w.stop()))
+            },
+            () => (workers = ctx.workers = startWorkers(redis.url, ch.url, tmp, opts, root)),
           )
           return r
         }),
@@ -434,20 +483,22 @@ interface GwContext {
   url: string
   rootKey: string
   gateway: Child
-  worker: Child
+  workers: Child[]
   redis: BenchRedis
   ch: { url: string; pid: number }
   /** appendfsync of `redis`: the legs at `always` are named `<mode>-always`. */
   fsync: Fsync
+  /** The gateway and worker of B_ROOT: the legs are named `<mode>-b`. */
+  b: boolean
 }
 
-function legId(mode: 'single' | 'batch', fsync: Fsync): string {
-  return fsync === 'always' ? `${mode}-always` : mode
+function legId(ctx: GwContext, mode: 'single' | 'batch' | 'drain'): string {
+  return ctx.b ? `${mode}-b` : ctx.fsync === 'always' ? `${mode}-always` : mode
 }
 
-function legLabel(ctx: GwContext, mode: 'single' | 'batch'): string {
-  const label = mode === 'single' ? 'POST /v1/usage/record' : `POST record-batch (${ctx.opts.batchSize}/req)`
-  return ctx.fsync === 'always' ? `${label}, fsync always` : label
+function legLabel(ctx: GwContext, mode: 'single' | 'batch' | 'drain'): string {
+  const label = mode === 'single' ? 'POST /v1/usage/record' : mode === 'batch' ? `POST record-batch (${ctx.opts.batchSize}/req)` : 'drain of a backlog'
+  return ctx.b ? `${label}, B (B_ROOT)` : ctx.fsync === 'always' ? `${label}, fsync always` : label
 }
 
 async function legGuard(id: string, label: string, fn: () => Promise<IngestLeg>): Promise<IngestLeg> {
@@ -456,7 +507,7 @@ async function legGuard(id: string, label: string, fn: () => Promise<IngestLeg>)
   } catch (err) {
     const msg = (err as Error).message
     console.log(`\n  ${label} FAILED: ${msg}`)
-    return { id, label, kind: id === 'drain' ? 'drain' : 'ingest', ok: false, error: msg.split('\n')[0] ?? msg }
+    return { id, label, kind: id.startsWith('drain') ? 'drain' : 'ingest', ok: false, error: msg.split('\n')[0] ?? msg }
   }
 }
 
@@ -525,7 +576,7 @@ async function ingestJobsAdded(redis: BenchRedis): Promise<number> {
 
 async function loadLeg(ctx: GwContext, mode: 'single' | 'batch'): Promise<IngestLeg> {
   const { opts } = ctx
-  const id = legId(mode, ctx.fsync)
+  const id = legId(ctx, mode)
   const label = legLabel(ctx, mode)
   const connections = mode === 'single' ? opts.connections : opts.batchConnections
   const perReq = mode === 'single' ? 1 : opts.batchSize
@@ -549,7 +600,7 @@ async function loadLeg(ctx: GwContext, mode: 'single' | 'batch'): Promise<Ingest
   const jobs0 = await ingestJobsAdded(ctx.redis)
   mon.start()
   const startMs = Date.now()
-  const after = cpuWindow({ gateway: ctx.gateway.pid, worker: ctx.worker.pid, redis: ctx.redis.pid, clickhouse: ctx.ch.pid })
+  const after = cpuWindow({ gateway: ctx.gateway.pid, worker: pidsOf(ctx.workers), redis: ctx.redis.pid, clickhouse: ctx.ch.pid })
   const r = await runLoad({ url: ctx.url, connections, durationS: opts.durationS, pipelining: opts.pipelining, steps: [step] })
   const loadEndMs = Date.now()
   const cpu = after()
@@ -607,9 +658,9 @@ async function loadLeg(ctx: GwContext, mode: 'single' | 'batch'): Promise<Ingest
  * is started again and the backlog's arrival in ClickHouse is timed from the first stored row
  * (so the worker's own start-up, tsx and migrations, is left out) to the last.
  */
-async function drainLeg(ctx: GwContext, stopWorker: () => Promise<void>, restartWorker: () => Child): Promise<IngestLeg> {
+async function drainLeg(ctx: GwContext, stopWorker: () => Promise<void>, restartWorker: () => Child[]): Promise<IngestLeg> {
   const { opts } = ctx
-  const label = 'drain of a backlog'
+  const label = legLabel(ctx, 'drain')
   await stopWorker()
   const project = await newProject(ctx.url, ctx.rootKey, 'bench-drain')
   const mon = new IngestMonitor(ctx.ch.url, 'default', project.projectId, 100)
@@ -617,10 +668,11 @@ async function drainLeg(ctx: GwContext, stopWorker: () => Promise<void>, restart
   process.stdout.write(`  ${label}: worker stopped, filling ${opts.durationS}s of record-batch… `)
   const fill = await runLoad({ url: ctx.url, connections: opts.batchConnections, durationS: opts.durationS, pipelining: 1, steps: [step] })
   const backlog = mon.accepted
-  process.stdout.write(`${int(backlog)} events queued; worker started… `)
+  const memory = await queuedBytes(ctx.redis)
+  process.stdout.write(`${int(backlog)} events queued (${memory}); worker started… `)
   mon.start()
-  const worker = restartWorker()
-  const cpu = cpuWindow({ worker: worker.pid, redis: ctx.redis.pid, clickhouse: ctx.ch.pid })
+  const workers = restartWorker()
+  const cpu = cpuWindow({ worker: pidsOf(workers), redis: ctx.redis.pid, clickhouse: ctx.ch.pid })
   const done = await mon.waitFor(backlog, 180_000)
   const w = cpu()
   await mon.stop()
@@ -642,7 +694,7 @@ async function drainLeg(ctx: GwContext, stopWorker: () => Promise<void>, restart
   }
   console.log(`${int(rate)} events/s drained${done === undefined ? ` (INCOMPLETE: ${int(mon.lastStored)} of ${int(backlog)} in 180 s)` : ''}`)
   return {
-    id: 'drain',
+    id: legId(ctx, 'drain'),
     label,
     kind: 'drain',
     ok: true,
@@ -658,9 +710,29 @@ async function drainLeg(ctx: GwContext, stopWorker: () => Promise<void>, restart
     },
     cpuPct: { ...w.pct, bench: w.clientPct },
     otherCpuPct: w.otherPct,
-    note: `worker = src/bin/worker.ts, METERING_INGEST_CONCURRENCY ${opts.workerConcurrency ?? 'default (4)'}; timed from the first stored row to the last`,
+    note: `${memory}; worker = src/bin/worker.ts × ${opts.workers} (INGEST_WORKERS; CPU summed), METERING_INGEST_CONCURRENCY ${opts.workerConcurrency ?? 'default (4)'}; timed from the first stored row to the last`,
     series: thin(mon.series),
   }
+}
+
+/**
+ * What the waiting ingest jobs hold in Redis per event: the `data` field of up to 50 of them
+ * (HSTRLEN) over their events (either job format), and MEMORY USAGE of their hashes.
+ */
+async function queuedBytes(redis: BenchRedis): Promise<string> {
+  const ids = await redis.admin.lrange('{mg-queue}:usage-events:wait', 0, 49)
+  let data = 0
+  let usage = 0
+  let events = 0
+  for (const id of ids) {
+    const key = `{mg-queue}:usage-events:${id}`
+    const text = (await redis.admin.hget(key, 'data')) ?? '{}'
+    const job = JSON.parse(text) as { events?: unknown[]; projects?: { ids: unknown[] }[] }
+    events += job.events?.length ?? (job.projects ?? []).reduce((n, g) => n + g.ids.length, 0)
+    data += Buffer.byteLength(text)
+    usage += Number((await redis.admin.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0)
+  }
+  return events === 0 ? 'no waiting job sampled' : `job data ${f(data / events, 1)} B/event, MEMORY USAGE ${f(usage / events, 1)} B/event (${ids.length} jobs)`
 }
 
 function thin<T>(a: T[], max = 400): T[] {

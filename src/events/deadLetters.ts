@@ -1,10 +1,11 @@
 import { Queue, type Job } from 'bullmq'
 import type { RedisClient } from '../infra/redis/scripts.js'
 import { BATCH_JOB, DEAD_LETTER_QUEUE, DEFAULT_RETRY, INGEST_QUEUE, QUEUE_PREFIX, ingestJobOptions, type RetryPolicy } from './queue.js'
+import { eventCountOfJob } from './jobs.js'
 import type { IngestJobData } from './types.js'
 
-/** A batch that failed every attempt: its events, and why and when it was given up. */
-export interface DeadLetterData extends IngestJobData {
+/** A batch that failed every attempt: its events (the job's data, in its format), and why and when it was given up. */
+export type DeadLetterData = IngestJobData & {
   deadLetter: {
     /** The ingest job it came from. */
     jobId: string
@@ -43,7 +44,7 @@ export async function listDeadLetters(options: DeadLetterQueues, start = 0, end 
     return jobs.filter(Boolean).map((job) => ({
       id: job.id!,
       batchId: job.data.batchId,
-      events: job.data.events.length,
+      events: eventCountOfJob(job.data),
       ...job.data.deadLetter,
     }))
   } finally {
@@ -67,8 +68,9 @@ export async function replayDeadLetters(options: DeadLetterQueues & { ids?: stri
     const replayed: string[] = []
     for (const job of jobs) {
       if (!job) continue
-      const { v, batchId, events } = job.data
-      await ingest.add(BATCH_JOB, { v, batchId, events, replay: true } satisfies IngestJobData, ingestJobOptions(options.retry ?? DEFAULT_RETRY))
+      // The job as it was (either format: the worker reads both), marked as a replay.
+      const { deadLetter: _, ...data } = job.data
+      await ingest.add(BATCH_JOB, { ...data, replay: true } satisfies IngestJobData, ingestJobOptions(options.retry ?? DEFAULT_RETRY))
       await job.remove()
       replayed.push(job.id!)
     }

@@ -1,4 +1,5 @@
-import type { UsageEvent, UsageEventRow, UsageStatus } from './types.js'
+import type { UsageEventColumns } from '../infra/clickhouse/tables.js'
+import type { ProjectEvents, UsageStatus } from './types.js'
 
 /** The decision of the ingest worker's claim (lua/claimEvents-N.lua), as rows name it. */
 export const CLAIM_DECISION = 'claim'
@@ -20,67 +21,50 @@ export function eventValue(properties: Record<string, unknown> | undefined): num
   return 1
 }
 
-/**
- * The raw-events table row of an accepted event. `feature_slug` is the feature whose meter
- * counts the event (src/entitlements/usage.ts countsOfEvents: the ingest worker maps it from the
- * customer's entitlements; the event slug when none counts it, which is also what the catalog's
- * default meter of a feature counts). `value` is what that feature's meter counts for the event
- * (1 for a count meter, `properties[aggregationField]` exactly for sum, max and latest); for an
- * event no feature counts, `eventValue`.
- */
-export function toRow(
-  event: UsageEvent,
-  featureSlug: string = event.eventSlug,
-  value?: string,
-  eventId: string = event.eventId,
-  status: UsageStatus = 'accepted',
-  properties: string = propertiesText(event),
-): UsageEventRow {
-  return {
-    event_id: eventId,
-    project_id: event.projectId,
-    customer_id: event.customerId,
-    event_slug: event.eventSlug,
-    feature_slug: featureSlug,
-    value: value ?? eventValue(event.properties),
-    properties,
-    ts_ms: event.timestampMs,
-    status,
-    decision: CLAIM_DECISION,
-  }
-}
-
 const NO_REFUSALS: ReadonlySet<string> = new Set()
 
 /**
- * The rows of an accepted event: one per feature whose meter takes it (`features`, in order: the
+ * Appends the rows of event `i` of a job's project group (format 2, jobs.ts; `t` the job's base
+ * of `received`) to `columns`: one per feature whose meter takes it (`features`, in order: the
  * one named like the event first), the first with the event's id and the others with
  * `<eventId>#<featureSlug>`, so each row has its own deterministic id (stored once, like the
- * event) and each feature's usage is its own rows' sum; an event no meter takes, one row under
- * its event slug. A row of a feature in `refused` (whose entitlement refused the event's usage
- * when the claim counted it) is `refused`, every other `accepted`.
+ * event) and each feature's usage is its own rows' sum, valued as that feature's meter counts
+ * the event (src/entitlements/usage.ts countsOfEvents); an event no meter takes, one row under
+ * its event slug valued as the gateway worked out (eventValue). A row of a feature in `refused`
+ * (whose entitlement refused the event's usage when the claim counted it) is `refused`, every
+ * other `accepted`. `properties` is the event's JSON text as it came ('{}' when absent), shared
+ * by all its rows.
  */
-export function toRows(
-  event: UsageEvent,
+export function appendEventRows(
+  columns: UsageEventColumns,
+  group: ProjectEvents,
+  t: number,
+  i: number,
   features: readonly { featureSlug: string; value: string }[],
   refused: ReadonlySet<string> = NO_REFUSALS,
-): UsageEventRow[] {
-  if (features.length === 0) return [toRow(event)]
-  // One JSON text of the properties for all of the event's rows.
-  const properties = propertiesText(event)
-  return features.map((f, i) =>
-    toRow(
-      event,
-      f.featureSlug,
-      f.value,
-      i === 0 ? event.eventId : `${event.eventId}#${f.featureSlug}`,
-      refused.has(f.featureSlug) ? 'refused' : 'accepted',
-      properties,
-    ),
-  )
-}
-
-/** The row's `properties`: the event's as JSON text, '{}' when absent. */
-function propertiesText(event: UsageEvent): string {
-  return event.properties === undefined ? '{}' : JSON.stringify(event.properties)
+): void {
+  const eventId = group.ids[i]!
+  const row = {
+    project_id: group.projectId,
+    event_id: eventId,
+    customer_id: group.customers[i]!,
+    event_slug: group.slugs[i]!,
+    feature_slug: group.slugs[i]!,
+    value: group.values[i]!,
+    properties: group.properties[i] || '{}',
+    ts_ms: t + group.received[i]! + group.ts[i]!,
+    status: 'accepted' as UsageStatus,
+    decision: CLAIM_DECISION,
+  }
+  if (features.length === 0) {
+    columns.push(row)
+    return
+  }
+  features.forEach((f, k) => {
+    row.event_id = k === 0 ? eventId : `${eventId}#${f.featureSlug}`
+    row.feature_slug = f.featureSlug
+    row.value = f.value
+    row.status = refused.has(f.featureSlug) ? 'refused' : 'accepted'
+    columns.push(row)
+  })
 }

@@ -11,11 +11,12 @@ import { replayDeadLetters, type DeadLetterData } from './deadLetters.js'
 import { BATCH_JOB, DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX, ingestJobOptions } from './queue.js'
 import { admitEvents, markEventsSeen, type Verdict } from './redis.js'
 import { UsageEventInput, type BatchResult } from './schemas.js'
-import type { Admission, IngestJobData, UsageEvent } from './types.js'
+import { encodeJob, projectEventsOfJob, valueText, type CompactEvent } from './jobs.js'
+import type { Admission, IngestJobData } from './types.js'
 
 /** An event waiting for its group commit. */
 interface Pending {
-  event: UsageEvent
+  event: CompactEvent
   /** idempotencyKey ?? id: the dedup key within the project; undefined = never a duplicate. */
   key: string | undefined
 }
@@ -78,9 +79,9 @@ export class EventService {
   /** POST /v1/usage/record: 400 for a bad event, 403 customer_disabled, else accepted. */
   async record(projectId: string, input: UsageEventInput): Promise<Result<{ accepted: true }>> {
     const now = this.clock()
-    const issues = this.check(input, now, '$')
+    const { issues, properties } = this.check(input, now, '$')
     if (issues.length > 0) return invalid(issues, 'The event is not valid; nothing was stored.')
-    const admission = await this.batcher.submit(this.pending(projectId, input, now))
+    const admission = await this.batcher.submit(this.pending(projectId, input, now, properties))
     if (admission === 'customer_disabled') return customerDisabled(input.customerId)
     return success({ accepted: true })
   }
@@ -98,10 +99,11 @@ export class EventService {
     inputs.forEach((input, index) => {
       const at = `$.events[${index}]`
       let issues: Issue[]
+      let properties = ''
       const deep = depthIssue(input, at)
       if (deep) issues = [deep]
       else if (!eventValidator.check(input)) issues = eventValidator.issues(input).map((i) => ({ path: at + i.path.slice(1), message: i.message }))
-      else issues = this.check(input as UsageEventInput, now, at)
+      else ({ issues, properties } = this.check(input as UsageEventInput, now, at))
       if (issues.length > 0) {
         results[index] = {
           index,
@@ -109,7 +111,7 @@ export class EventService {
           error: { code: 'BAD_REQUEST', reason: 'invalid_request', message: 'The event is not valid; it was not stored.', issues },
         }
       } else {
-        submitted.push({ index, item: this.pending(projectId, input as UsageEventInput, now) })
+        submitted.push({ index, item: this.pending(projectId, input as UsageEventInput, now, properties) })
       }
     })
     const admissions = await this.batcher.submitMany(submitted.map((s) => s.item))
@@ -156,7 +158,10 @@ export class EventService {
   async replayProjectDeadLetters(projectId: string, ids: readonly string[]): Promise<{ requeued: string[]; notFound: string[] }> {
     const wanted = [...new Set(ids)]
     const jobs = await this.withDeadLetters((dlq) => Promise.all(wanted.map((id) => dlq.getJob(id) as Promise<Job<DeadLetterData> | undefined>)))
-    const owned = wanted.filter((_, i) => jobs[i]?.data?.events?.some((e) => e.projectId === projectId))
+    const owned = wanted.filter((_, i) => {
+      const data = jobs[i]?.data
+      return data !== undefined && projectEventsOfJob(data, projectId).length > 0
+    })
     const requeued =
       owned.length === 0
         ? []
@@ -187,9 +192,10 @@ export class EventService {
   /**
    * The rules beyond the schema, with JSON paths under `at`. JSON.stringify recurses, and it
    * meets `properties` only after its depth was checked (MAX_JSON_DEPTH: the HTTP pipeline
-   * checks a record's body, recordBatch each event), so its stack use is bounded.
+   * checks a record's body, recordBatch each event), so its stack use is bounded. The properties'
+   * JSON text measured here is the one the job carries and the row stores ('' when absent).
    */
-  private check(input: UsageEventInput, now: number, at: string): Issue[] {
+  private check(input: UsageEventInput, now: number, at: string): { issues: Issue[]; properties: string } {
     const issues: Issue[] = []
     const { timestamp, properties } = input
     if (timestamp !== undefined) {
@@ -202,24 +208,31 @@ export class EventService {
         issues.push({ path: `${at}.timestamp`, message: `must be at most ${this.options.horizonMs / 86_400_000} days old (the ingestion horizon)` })
       }
     }
+    let text = ''
     if (properties !== undefined) {
-      const bytes = Buffer.byteLength(JSON.stringify(properties))
+      text = JSON.stringify(properties)
+      const bytes = Buffer.byteLength(text)
       if (bytes > this.options.maxPropertiesBytes)
         issues.push({ path: `${at}.properties`, message: `is ${bytes} bytes as JSON; at most ${this.options.maxPropertiesBytes}` })
     }
-    return issues
+    return { issues, properties: text }
   }
 
-  private pending(projectId: string, input: UsageEventInput, now: number): Pending {
-    const event: UsageEvent = {
-      eventId: eventIdOf(projectId, input),
+  /**
+   * The event as its job carries it (format 2, jobs.ts): `properties` is the JSON text `check`
+   * measured, and the value its row holds when no meter takes it is worked out here, once.
+   */
+  private pending(projectId: string, input: UsageEventInput, now: number, properties: string): Pending {
+    const event: CompactEvent = {
       projectId,
+      eventId: eventIdOf(projectId, input),
       customerId: input.customerId,
       eventSlug: input.eventSlug,
       timestampMs: input.timestamp ?? now,
       receivedMs: now,
+      value: valueText(input.properties),
+      properties,
     }
-    if (input.properties !== undefined) event.properties = input.properties
     return { event, key: input.idempotencyKey ?? input.id }
   }
 
@@ -254,7 +267,7 @@ export class EventService {
     )
     // A key twice in this commit: the first copy goes, the others are its duplicates.
     const outcomes: Admission[] = new Array(items.length)
-    const events: UsageEvent[] = []
+    const events: CompactEvent[] = []
     const seen = new Set<string>()
     const newKeys = new Map<string, string[]>()
     items.forEach((item, i) => {
@@ -275,7 +288,7 @@ export class EventService {
     })
     if (events.length === 0) return outcomes
     // 2. Durable: one job for the whole commit. A failure here fails every request of it (500).
-    await this.queue.add(BATCH_JOB, { v: 1, batchId: randomUUID(), events }, ingestJobOptions(this.options.retry))
+    await this.queue.add(BATCH_JOB, encodeJob(randomUUID(), events), ingestJobOptions(this.options.retry))
     // 3. Seen: from now on a repeat is a duplicate. A failure costs at most a second copy.
     // Sent now, answered without waiting for the reply: Redis runs one connection's commands
     // in order, so every later admit of this gateway (same connection, same slot) sees the
@@ -310,7 +323,7 @@ function customerDisabled(customerId: string) {
 
 /** A dead letter as the project sees it: only its own events; undefined when it holds none. */
 function describeDeadLetter(job: Job<DeadLetterData>, projectId: string): ProjectDeadLetter | undefined {
-  const own = job.data?.events?.filter((e) => e.projectId === projectId) ?? []
+  const own = job.data ? projectEventsOfJob(job.data, projectId) : []
   if (own.length === 0) return undefined
   const times = own.map((e) => e.timestampMs)
   const { failedReason, attempts, atMs } = job.data.deadLetter

@@ -5,10 +5,19 @@ import type { Logger } from 'pino'
 import type { DeadLetterData } from '../events/deadLetters.js'
 import { BATCH_JOB, DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX } from '../events/queue.js'
 import { CatalogReads } from '../catalog/service.js'
-import { countsOfEvents, reachedDecisionOf, type EventRowFeature, type LimitReachedDecision } from '../entitlements/usage.js'
+import {
+  countsOfEvents,
+  reachedDecisionOf,
+  type CountableEvent,
+  type EventCount,
+  type EventRowFeature,
+  type LimitReachedDecision,
+} from '../entitlements/usage.js'
+import { compactJob, eventCountOfJob } from '../events/jobs.js'
 import { claimEvents } from '../events/redis.js'
-import { toRows } from '../events/rows.js'
-import type { EventSink, IngestJobData, UsageEvent, UsageEventRow } from '../events/types.js'
+import { appendEventRows } from '../events/rows.js'
+import type { EventSink, IngestJobData, IngestJobDataV2, ProjectEvents } from '../events/types.js'
+import { UsageEventColumns } from '../infra/clickhouse/tables.js'
 import type { RedisClient } from '../infra/redis/scripts.js'
 
 export interface IngestWorkerOptions {
@@ -63,7 +72,7 @@ export interface IngestWorker {
 /** A job's rows on their way to a (possibly shared) insert. */
 interface InsertPart {
   batchId: string
-  rows: UsageEventRow[]
+  rows: UsageEventColumns
   /** The job's first start and no replay: nothing of it can be stored yet. */
   firstAttempt: boolean
 }
@@ -94,52 +103,76 @@ function dedupTokenOf(parts: readonly InsertPart[]): string {
  */
 const MAX_STALLS = 10
 
-/** An event this batch owns: the features its rows name, and those whose entitlement refused it. */
-interface OwnedEvent {
-  event: UsageEvent
-  features: EventRowFeature[]
-  refused: ReadonlySet<string>
+/**
+ * An event of a format-2 group as countsOfEvents reads it. Its properties are parsed from the
+ * job's JSON text only if a meter of its customer looks at them (most events: never).
+ */
+class GroupEvent implements CountableEvent {
+  readonly customerId: string
+  readonly eventSlug: string
+  readonly timestampMs: number
+  readonly receivedMs: number
+  private parsed: Record<string, unknown> | undefined | null = null
+
+  constructor(
+    private readonly group: ProjectEvents,
+    private readonly i: number,
+    t: number,
+  ) {
+    this.customerId = group.customers[i]!
+    this.eventSlug = group.slugs[i]!
+    this.receivedMs = t + group.received[i]!
+    this.timestampMs = this.receivedMs + group.ts[i]!
+  }
+
+  get properties(): Record<string, unknown> | undefined {
+    if (this.parsed === null) {
+      const text = this.group.properties[this.i]!
+      this.parsed = text === '' ? undefined : (JSON.parse(text) as Record<string, unknown>)
+    }
+    return this.parsed
+  }
 }
 
+const NO_COUNTS: { counts: EventCount[]; rows: EventRowFeature[][] } = { counts: [], rows: [] }
+
 /**
- * The events of a batch that this batch owns, per project (one claim script per project), with
- * the feature each one's row names. The claim also counts each newly claimed event's usage
- * against its customer's entitlements (src/entitlements/README.md), from the customers' read
- * documents (one pipelined read per project), and says which features refused it; the counts
- * that reached a limit go to `onLimitReached` at once.
+ * The rows of the events of a batch that this batch owns, appended to `columns` (one claim
+ * script per project), each event's rows naming the features whose meters take it. The claim
+ * also counts each newly claimed event's usage against its customer's entitlements
+ * (src/entitlements/README.md), from the customers' read documents (one pipelined read per
+ * project), and says which features refused it; the counts that reached a limit go to
+ * `onLimitReached` at once. A project none of whose customers the catalog knows counts nothing
+ * and needs no per-event work before the claim.
  */
-async function ownedEvents(
+async function ownedRows(
   connection: RedisClient,
   catalog: CatalogReads,
-  batchId: string,
-  events: UsageEvent[],
+  job: IngestJobDataV2,
+  columns: UsageEventColumns,
   onLimitReached: (projectId: string, decisions: LimitReachedDecision[]) => Promise<void>,
-): Promise<OwnedEvent[]> {
-  const byProject = new Map<string, UsageEvent[]>()
-  for (const e of events) (byProject.get(e.projectId) ?? byProject.set(e.projectId, []).get(e.projectId)!).push(e)
-  const owned = new Map<UsageEvent, OwnedEvent>()
-  for (const [projectId, list] of byProject) {
-    const customers = await catalog.customers(projectId, [...new Set(list.map((e) => e.customerId))])
-    const { counts, rows } = countsOfEvents(list, customers)
-    const claim = await claimEvents(
-      connection,
-      projectId,
-      batchId,
-      list.map((e) => e.eventId),
-      Date.now(),
-      counts,
-    )
-    list.forEach((event, i) => {
-      const refused = claim.owned.get(event.eventId)
-      if (refused) owned.set(event, { event, features: rows[i]!, refused })
-    })
+): Promise<void> {
+  for (const group of job.projects) {
+    const { projectId } = group
+    const customers = await catalog.customers(projectId, [...new Set(group.customers)])
+    const { counts, rows } =
+      customers.size === 0
+        ? NO_COUNTS
+        : countsOfEvents(
+            group.ids.map((_, i) => new GroupEvent(group, i, job.t)),
+            customers,
+          )
+    const claim = await claimEvents(connection, projectId, job.batchId, group.ids, Date.now(), counts)
+    for (let i = 0; i < group.ids.length; i++) {
+      const refused = claim.owned.get(group.ids[i]!)
+      if (refused) appendEventRows(columns, group, job.t, i, rows[i] ?? [], refused)
+    }
     if (claim.reached.length > 0)
       await onLimitReached(
         projectId,
         claim.reached.map((r) => reachedDecisionOf(r.count, r)),
       )
   }
-  return events.filter((e) => owned.has(e)).map((event) => owned.get(event)!)
 }
 
 /**
@@ -165,10 +198,17 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
   const deadLetter = (job: Job<IngestJobData>, failedReason: string, attempts: number) =>
     deadLetters.add(BATCH_JOB, { ...job.data, deadLetter: { jobId: job.id!, failedReason, attempts, atMs: Date.now() } }, { jobId: `dead-${job.id}` })
   const insert = async (parts: InsertPart[]): Promise<void> => {
-    const rows = parts.length === 1 ? parts[0]!.rows : parts.flatMap((p) => p.rows)
+    const rows = UsageEventColumns.concat(parts.map((p) => p.rows))
     // The first start of a batch that is no replay cannot find any of its owned events stored
     // (no other batch inserts them), so the sink may skip looking: half the insert's cost.
-    await sink.insertEvents(rows, dedupTokenOf(parts), { firstAttempt: parts.every((p) => p.firstAttempt) })
+    const options = { firstAttempt: parts.every((p) => p.firstAttempt) }
+    if (sink.insertEventColumns) await sink.insertEventColumns(rows, dedupTokenOf(parts), options)
+    else
+      await sink.insertEvents(
+        Array.from({ length: rows.length }, (_, i) => rows.row(i)),
+        dedupTokenOf(parts),
+        options,
+      )
   }
   const onLimitReached = async (projectId: string, decisions: LimitReachedDecision[]): Promise<void> => {
     await options.onLimitReached?.(projectId, decisions).catch((err: unknown) => logger.error({ err, projectId, decisions }, 'could not queue limit.reached'))
@@ -184,18 +224,20 @@ export function startIngestWorker(options: IngestWorkerOptions): IngestWorker {
     (part) => part.rows.length,
   )
   const processJob = async (job: Job<IngestJobData>): Promise<{ rows: number; deadLettered?: true }> => {
-    const { batchId, events } = job.data
+    const { batchId } = job.data
+    const events = eventCountOfJob(job.data)
     try {
-      const owned = await ownedEvents(connection, catalog, batchId, events, onLimitReached)
-      const rows = owned.flatMap(({ event, features, refused }) => toRows(event, features, refused))
+      // Format 1 (jobs queued before format 2, their dead letters) is turned into format 2 first.
+      const rows = new UsageEventColumns()
+      await ownedRows(connection, catalog, compactJob(job.data), rows, onLimitReached)
       const part: InsertPart = { batchId, rows, firstAttempt: job.attemptsStarted === 1 && job.data.replay !== true }
       if (rows.length > 0) await (part.firstAttempt ? merged.submit(part) : insert([part]))
-      return { rows: events.length }
+      return { rows: events }
     } catch (error) {
       const attempts = job.opts.attempts ?? 1
       if (job.attemptsMade + 1 < attempts) throw error
       await deadLetter(job, error instanceof Error ? error.message : String(error), attempts)
-      logger.error({ err: error, jobId: job.id, batchId, events: events.length }, 'ingest batch failed every attempt: moved to the dead-letter queue')
+      logger.error({ err: error, jobId: job.id, batchId, events }, 'ingest batch failed every attempt: moved to the dead-letter queue')
       return { rows: 0, deadLettered: true }
     }
   }

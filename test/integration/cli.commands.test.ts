@@ -20,6 +20,7 @@ import { listDeadLetters } from '../../src/events/deadLetters.js'
 import { DEAD_LETTER_QUEUE, INGEST_QUEUE, QUEUE_PREFIX } from '../../src/events/queue.js'
 import { EventService } from '../../src/events/service.js'
 import type { EventSink, IngestJobData, UsageEventRow } from '../../src/events/types.js'
+import { eventCountOfJob } from '../../src/events/jobs.js'
 import { connectRedis } from '../../src/infra/redis/connection.js'
 import { startRedisServer, type RedisServerHandle } from '../../src/infra/redis/embedded.js'
 import { loadLibrary, type RedisClient } from '../../src/infra/redis/scripts.js'
@@ -284,7 +285,7 @@ describe('dead letters (a redis-server of its own: the default queue names)', ()
     const ingest = new Queue<IngestJobData>(INGEST_QUEUE, { connection: redis.duplicate(), prefix: QUEUE_PREFIX })
     try {
       const waiting = await ingest.getJobs(['waiting', 'delayed', 'prioritized'])
-      expect(waiting.map((j) => ({ batchId: j.data.batchId, events: j.data.events.length, replay: j.data.replay }))).toEqual([
+      expect(waiting.map((j) => ({ batchId: j.data.batchId, events: eventCountOfJob(j.data), replay: j.data.replay }))).toEqual([
         { batchId: dead!.batchId, events: 2, replay: true },
       ])
     } finally {

@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { INGEST_QUEUE, QUEUE_PREFIX } from '../../src/events/queue.js'
 import type { IngestJobData } from '../../src/events/types.js'
+import { eventsOfJob } from '../../src/events/jobs.js'
 import {
   BadRequestError,
   BudgetExceededError,
@@ -230,7 +231,11 @@ describe('hold(key, amount, work)', () => {
 /** The events of a project in the ingest queue (no worker drains it in these tests). */
 async function queued(projectId: string): Promise<string[]> {
   const jobs = (await queue.getJobs(['waiting', 'delayed', 'prioritized', 'active'], 0, -1, true)) as Job<IngestJobData>[]
-  return jobs.flatMap((job) => job.data.events.filter((e) => e.projectId === projectId).map((e) => e.eventId))
+  return jobs.flatMap((job) =>
+    eventsOfJob(job.data)
+      .filter((e) => e.projectId === projectId)
+      .map((e) => e.eventId),
+  )
 }
 
 describe('record(events)', () => {

@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { INGEST_QUEUE, QUEUE_PREFIX } from '../../src/events/queue.js'
 import type { IngestJobData, UsageEvent } from '../../src/events/types.js'
+import { eventsOfJob } from '../../src/events/jobs.js'
 import { expectError, expectIssue } from '../support/commonRoutes.js'
 import { startTestGateway, type TestGateway } from '../support/gateway.js'
 import { testRedis } from '../support/redis.js'
@@ -32,7 +33,11 @@ afterAll(async () => {
 /** The queued events of a project, each with the id of the job that carries it. */
 async function queued(projectId: string): Promise<{ jobId: string; event: UsageEvent }[]> {
   const jobs = (await queue.getJobs(['waiting', 'delayed', 'prioritized', 'active'], 0, -1, true)) as Job<IngestJobData>[]
-  return jobs.flatMap((job) => job.data.events.filter((e) => e.projectId === projectId).map((event) => ({ jobId: job.id!, event })))
+  return jobs.flatMap((job) =>
+    eventsOfJob(job.data)
+      .filter((e) => e.projectId === projectId)
+      .map((event) => ({ jobId: job.id!, event })),
+  )
 }
 
 async function project(): Promise<{ projectId: string; key: string }> {

@@ -16,6 +16,8 @@ import { listDeadLetters, replayDeadLetters } from '../../src/events/deadLetters
 import { QUEUE_PREFIX } from '../../src/events/queue.js'
 import { EventService } from '../../src/events/service.js'
 import type { EventSink, IngestJobData, UsageEventRow } from '../../src/events/types.js'
+import { eventsOfJob } from '../../src/events/jobs.js'
+import type { UsageEventColumns } from '../../src/infra/clickhouse/tables.js'
 import { connectRedis } from '../../src/infra/redis/connection.js'
 import { loadLibrary } from '../../src/infra/redis/scripts.js'
 import { startIngestWorker, type IngestWorker, type MergeOptions } from '../../src/workers/ingest.js'
@@ -41,14 +43,24 @@ class RecordingSink implements EventSink {
     readonly prefix: string,
   ) {}
 
+  /** The worker's own form (columns, written as TSV): recorded as rows, written as the worker hands them. */
+  async insertEventColumns(columns: UsageEventColumns, dedupToken: string, options?: { firstAttempt?: boolean }): Promise<void> {
+    const rows = Array.from({ length: columns.length }, (_, i) => columns.row(i))
+    await this.record(rows, dedupToken, () => this.store.insertEventColumns!(columns, dedupToken, options))
+  }
+
   async insertEvents(rows: UsageEventRow[], dedupToken: string, options?: { firstAttempt?: boolean }): Promise<void> {
+    await this.record(rows, dedupToken, () => this.store.insertEvents(rows, dedupToken, options))
+  }
+
+  private async record(rows: UsageEventRow[], dedupToken: string, write: () => Promise<void>): Promise<void> {
     await this.redis.incr(`${this.prefix}:calls`)
     if (this.failuresLeft > 0) {
       this.failuresLeft--
       throw new Error('sink unavailable')
     }
     if (rows.some((r) => r.event_id === this.refuse)) throw new Error(`the store refuses ${this.refuse}`)
-    await this.store.insertEvents(rows, dedupToken, options)
+    await write()
     await this.redis
       .multi()
       .rpush(`${this.prefix}:rows`, ...rows.map((r) => JSON.stringify(r)))
@@ -164,13 +176,13 @@ describe('ingest worker', () => {
       customer_id: 'c-2',
       event_slug: 'llm.call',
       feature_slug: 'llm.call',
-      value: 7,
+      value: '7',
       properties: '{"value":7}',
       status: 'accepted',
       decision: 'claim',
     })
-    expect(rows.filter((row) => row.event_id.startsWith('ik_')).every((row) => row.value === 0.5)).toBe(true)
-    expect(rows.find((row) => row.event_slug === 'plain')).toMatchObject({ value: 1, properties: '{}' })
+    expect(rows.filter((row) => row.event_id.startsWith('ik_')).every((row) => row.value === '0.5')).toBe(true)
+    expect(rows.find((row) => row.event_slug === 'plain')).toMatchObject({ value: '1', properties: '{}' })
   })
 
   test('jobs waiting together share one insert; each event once, the token names every batch', async () => {
@@ -291,7 +303,7 @@ describe('order of operations', () => {
       expect(await working.record('p-order', event)).toEqual({ ok: true, value: { accepted: true } })
       const queue = new Queue<IngestJobData>(options.queueName, { connection: commands, prefix: QUEUE_PREFIX })
       const jobs = await queue.getJobs(['waiting'], 0, -1, true)
-      expect(jobs.flatMap((job) => job.data.events.map((e) => e.eventId))).toHaveLength(1)
+      expect(jobs.flatMap((job) => eventsOfJob(job.data).map((e) => e.eventId))).toHaveLength(1)
       await queue.close()
     } finally {
       await working.close()

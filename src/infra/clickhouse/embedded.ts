@@ -13,7 +13,7 @@ import { mkdir } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import type { ChdbRequest, ChdbResponse, ChdbWorkerData } from './chdbWorker.js'
 import { encodeTsv, sqlIdent, sqlTable } from './sql.js'
-import { withJsonFormat, parseJsonEachRow, type ClickHouseStore, type InsertOptions, type QueryOptions } from './store.js'
+import { withJsonFormat, parseJsonEachRow, type ClickHouseStore, type InsertOptions, type QueryOptions, type TsvRows } from './store.js'
 
 type Pending = { resolve: (text: string | undefined) => void; reject: (err: Error) => void }
 type Call = { op: 'exec'; sql: string } | { op: 'query'; sql: string } | Omit<Extract<ChdbRequest, { op: 'insert' }>, 'id'>
@@ -86,12 +86,17 @@ export class EmbeddedStore implements ClickHouseStore {
   async insert(table: string, rows: ReadonlyArray<Record<string, unknown>>, options?: InsertOptions): Promise<void> {
     if (rows.length === 0) return
     const { columns, body } = encodeTsv(rows)
+    await this.insertTsv(table, columns, { body, rows: rows.length }, options)
+  }
+
+  async insertTsv(table: string, columns: readonly string[], { body, rows }: TsvRows, options?: InsertOptions): Promise<void> {
+    if (rows === 0) return
     const settings: Record<string, string | number> = {}
     if (options?.dedupToken !== undefined) {
       settings.insert_deduplicate = 1
       settings.insert_deduplication_token = options.dedupToken
     }
-    await this.call({ op: 'insert', table: sqlTable(table), columns, body, settings })
+    await this.call({ op: 'insert', table: sqlTable(table), columns: columns.map(sqlIdent), body, settings })
   }
 
   /** Lets queued calls finish, closes the Session, waits for the child to exit. */

@@ -2,7 +2,7 @@
 // to an observer: the gateway's and the worker's metrics (src/http/metrics.ts). Every write of
 // the service goes through `insert` (events, journal movements, invoice lines, migrations).
 
-import type { ClickHouseStore, InsertOptions, QueryOptions } from './store.js'
+import type { ClickHouseStore, InsertOptions, QueryOptions, TsvRows } from './store.js'
 
 export interface InsertObserver {
   /** An INSERT of `rows` rows into `table` (without its database) answered after `seconds`. */
@@ -38,6 +38,17 @@ export function observeInserts(store: ClickHouseStore, observer: InsertObserver)
         throw error
       }
       observer.inserted(tableOf(table), rows.length, (performance.now() - started) / 1000)
+    },
+    async insertTsv(table: string, columns: readonly string[], tsv: TsvRows, options?: InsertOptions): Promise<void> {
+      if (tsv.rows === 0) return store.insertTsv(table, columns, tsv, options)
+      const started = performance.now()
+      try {
+        await store.insertTsv(table, columns, tsv, options)
+      } catch (error) {
+        observer.failed(tableOf(table), (performance.now() - started) / 1000)
+        throw error
+      }
+      observer.inserted(tableOf(table), tsv.rows, (performance.now() - started) / 1000)
     },
     close: () => store.close(),
   }

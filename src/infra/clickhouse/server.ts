@@ -7,7 +7,7 @@
 
 import { ClickHouseLogLevel, createClient, type ClickHouseClient, type ClickHouseSettings } from '@clickhouse/client'
 import { encodeTsv, sqlIdent, sqlTable } from './sql.js'
-import { majorVersion, type ClickHouseStore, type InsertOptions, type QueryOptions } from './store.js'
+import { majorVersion, type ClickHouseStore, type InsertOptions, type QueryOptions, type TsvRows } from './store.js'
 
 /**
  * `timeoutMs`: a call not answered by then fails ("Timeout error."): a 503 on the HTTP path (src/infra/availability.ts).
@@ -78,7 +78,13 @@ class ServerStore implements ClickHouseStore {
   async insert(table: string, rows: ReadonlyArray<Record<string, unknown>>, options?: InsertOptions): Promise<void> {
     if (rows.length === 0) return
     const { columns, body } = encodeTsv(rows)
+    await this.insertTsv(table, columns, { body, rows: rows.length }, options)
+  }
+
+  async insertTsv(table: string, columns: readonly string[], { body, rows }: TsvRows, options?: InsertOptions): Promise<void> {
+    if (rows === 0) return
     const clickhouse_settings: ClickHouseSettings = {}
+    // On a cluster every insert returns only once each shard has its rows (header comment).
     if (this.onCluster) clickhouse_settings.insert_distributed_sync = 1
     if (options?.dedupToken !== undefined && this.knowsDedupToken) {
       clickhouse_settings.insert_deduplicate = 1
@@ -87,7 +93,7 @@ class ServerStore implements ClickHouseStore {
     // The rows follow the statement in the request body, as ClickHouse's HTTP
     // interface allows for INSERT … FORMAT; one request, one insert.
     await this.client.command({
-      query: `INSERT INTO ${sqlTable(table)} (${columns.join(', ')}) FORMAT TabSeparated\n${body}`,
+      query: `INSERT INTO ${sqlTable(table)} (${columns.map(sqlIdent).join(', ')}) FORMAT TabSeparated\n${body}`,
       clickhouse_settings,
     })
   }

@@ -66,11 +66,16 @@ export function encodeTsv(rows: ReadonlyArray<Record<string, unknown>>): { colum
 
 const TSV_SPECIAL = /[\\\t\n\r\0]/
 
+/** A string as a TabSeparated field: the escaping encodeTsv gives every string (\\ \t \n \r \0). */
+export function tsvText(value: string): string {
+  return TSV_SPECIAL.test(value) ? escapeTsv(value) : value
+}
+
 function tsvField(value: unknown): string {
   if (value === null || value === undefined) return '\\N'
   switch (typeof value) {
     case 'string':
-      return TSV_SPECIAL.test(value) ? escapeTsv(value) : value
+      return tsvText(value)
     case 'number':
       return plainNumber(value)
     case 'bigint':

@@ -13,6 +13,12 @@ export interface InsertOptions {
   dedupToken?: string
 }
 
+/** Rows as TabSeparated text (encodeTsv's encoding), and how many lines it holds. */
+export interface TsvRows {
+  body: string
+  rows: number
+}
+
 /** How one query runs (the operators' read-only SQL: POST /v1/admin/sql, `npm run cli -- sql`). */
 export interface QueryOptions {
   /**
@@ -38,6 +44,13 @@ export interface ClickHouseStore {
   query<T = Record<string, unknown>>(sql: string, options?: QueryOptions): Promise<T[]>
   /** One INSERT of all rows (columns = the first row's keys); a no-op for no rows. */
   insert(table: string, rows: ReadonlyArray<Record<string, unknown>>, options?: InsertOptions): Promise<void>
+  /**
+   * One INSERT of TabSeparated text already encoded as encodeTsv does (sql.ts: `tsvText` for
+   * strings): `tsv.body` is `tsv.rows` lines each ending in '\n', one field per column in
+   * `columns`' order; a no-op for no rows. What `insert` runs after encoding, for a writer that
+   * builds the text itself (the ingest worker) without row objects; the same settings apply.
+   */
+  insertTsv(table: string, columns: readonly string[], tsv: TsvRows, options?: InsertOptions): Promise<void>
   close(): Promise<void>
 }
 

@@ -2,7 +2,7 @@
 // the analytics needs from the aggregates. See README.md "Exactly once".
 
 import { randomBytes } from 'node:crypto'
-import { canonicalDecimal, dateTimeUtc, sqlIdent, sqlLiteral } from './sql.js'
+import { canonicalDecimal, dateTimeUtc, plainNumber, sqlIdent, sqlLiteral, tsvText } from './sql.js'
 import type { ClickHouseStore } from './store.js'
 
 /** A row of usage_events as written (value is a decimal string, exact to 10^-8). */
@@ -82,6 +82,173 @@ export function insertEventsOnce(store: ClickHouseStore, events: ReadonlyArray<U
   )
 }
 
+/** The columns of usage_events as insertEventColumnsOnce writes them, in this order. */
+export const USAGE_EVENT_COLUMNS = [
+  'project_id',
+  'event_id',
+  'customer_id',
+  'event_slug',
+  'feature_slug',
+  'value',
+  'properties',
+  'ts_ms',
+  'status',
+  'decision',
+  'inserted_at',
+] as const
+
+/**
+ * Rows of usage_events held as columns (one array per column, the same index in each): what the
+ * ingest worker builds from a job, with no object per row; insertEventColumnsOnce writes them as
+ * TabSeparated text. `value` is a decimal string (exact to 10^-8), `properties` JSON text. Rows of
+ * one event share its strings, so each is escaped once for all of them.
+ */
+export class UsageEventColumns {
+  project_id: string[] = []
+  event_id: string[] = []
+  customer_id: string[] = []
+  event_slug: string[] = []
+  feature_slug: string[] = []
+  value: string[] = []
+  properties: string[] = []
+  ts_ms: number[] = []
+  status: ('accepted' | 'refused')[] = []
+  decision: string[] = []
+
+  get length(): number {
+    return this.event_id.length
+  }
+
+  push(r: Omit<UsageEventRow, 'value' | 'status' | 'decision'> & { value: string; status: 'accepted' | 'refused'; decision: string }): void {
+    this.project_id.push(r.project_id)
+    this.event_id.push(r.event_id)
+    this.customer_id.push(r.customer_id)
+    this.event_slug.push(r.event_slug)
+    this.feature_slug.push(r.feature_slug)
+    this.value.push(r.value)
+    this.properties.push(r.properties)
+    this.ts_ms.push(r.ts_ms)
+    this.status.push(r.status)
+    this.decision.push(r.decision)
+  }
+
+  /** Row `i` as an object (for sinks and tests that take rows). */
+  row(i: number): Required<UsageEventRow> & { value: string } {
+    return {
+      project_id: this.project_id[i]!,
+      event_id: this.event_id[i]!,
+      customer_id: this.customer_id[i]!,
+      event_slug: this.event_slug[i]!,
+      feature_slug: this.feature_slug[i]!,
+      value: this.value[i]!,
+      properties: this.properties[i]!,
+      ts_ms: this.ts_ms[i]!,
+      status: this.status[i]!,
+      decision: this.decision[i]!,
+    }
+  }
+
+  /** Several batches as one (a shared insert), in order. */
+  static concat(list: readonly UsageEventColumns[]): UsageEventColumns {
+    if (list.length === 1) return list[0]!
+    const out = new UsageEventColumns()
+    const [first, ...rest] = list
+    if (first === undefined) return out
+    for (const name of COLUMN_NAMES) (out[name] as unknown[]) = (first[name] as unknown[]).concat(...rest.map((c) => c[name] as unknown[]))
+    return out
+  }
+}
+
+const COLUMN_NAMES = USAGE_EVENT_COLUMNS.filter((c) => c !== 'inserted_at')
+
+/**
+ * insertEventsOnce for rows held as columns, written as TabSeparated text straight from them
+ * (store.insertTsv; strings escaped by tsvText, numbers by plainNumber, as encodeTsv does): the
+ * first row of each (project, event id) in the batch, less those usage_event_ids already holds
+ * (looked up unless `firstAttempt`), with `inserted_at` = now.
+ */
+export async function insertEventColumnsOnce(store: ClickHouseStore, cols: UsageEventColumns, options: InsertOnceOptions = {}): Promise<InsertOnceResult> {
+  const db = sqlIdent(store.database)
+  let fresh = firstOfEachKey(cols)
+  if (options.firstAttempt !== true && fresh.length > 0) {
+    const keys = fresh.map((i) => ({ project_id: cols.project_id[i]!, event_id: cols.event_id[i]!, ts_ms: cols.ts_ms[i]! }))
+    const stored = new Set(await storedKeys(store, `${db}.usage_event_ids`, ['project_id', 'event_id'], keys))
+    if (stored.size > 0) fresh = fresh.filter((i) => !stored.has(keyText([cols.project_id[i], cols.event_id[i]])))
+  }
+  const body = usageEventsTsv(cols, dateTimeUtc(options.nowMs ?? Date.now()), fresh)
+  await store.insertTsv(
+    `${db}.usage_events`,
+    USAGE_EVENT_COLUMNS,
+    { body, rows: fresh.length },
+    options.dedupToken === undefined ? {} : { dedupToken: options.dedupToken },
+  )
+  return { inserted: fresh.length, skipped: cols.length - fresh.length }
+}
+
+/** The decision of most usage_events rows (src/events/rows.ts CLAIM_DECISION). */
+const CLAIM = 'claim'
+
+/** tsvText of a column's strings, escaping once for a run of the same string. */
+class LastEscaped {
+  private last: string | undefined
+  private text = ''
+
+  of(value: string): string {
+    if (value !== this.last) {
+      this.last = value
+      this.text = tsvText(value)
+    }
+    return this.text
+  }
+}
+
+/** The indexes of the first row of each (project, event id), in order: one set of ids per project, no key text per row. */
+function firstOfEachKey(cols: UsageEventColumns): number[] {
+  const byProject = new Map<string, Set<string>>()
+  let project: string | undefined
+  let seen = new Set<string>()
+  const out: number[] = []
+  for (let i = 0; i < cols.length; i++) {
+    const p = cols.project_id[i]!
+    if (p !== project) {
+      project = p
+      seen = byProject.get(p) ?? byProject.set(p, new Set()).get(p)!
+    }
+    const id = cols.event_id[i]!
+    if (seen.has(id)) continue
+    seen.add(id)
+    out.push(i)
+  }
+  return out
+}
+
+/**
+ * The rows at `indexes` (default: all) as TabSeparated lines in USAGE_EVENT_COLUMNS' order, the
+ * text encodeTsv makes of the same rows. A string equal to the previous row's in its column (the
+ * rows of one event, one project's customers in a run) reuses its escaped text.
+ */
+export function usageEventsTsv(c: UsageEventColumns, insertedAt: string, indexes: readonly number[] = Array.from({ length: c.length }, (_, i) => i)): string {
+  let body = ''
+  const project = new LastEscaped()
+  const customer = new LastEscaped()
+  const slug = new LastEscaped()
+  const props = new LastEscaped()
+  const decision = new LastEscaped()
+  // The last three fields of most rows are one of two texts: built once.
+  const accepted = `\taccepted\t${tsvText(CLAIM)}\t${insertedAt}\n`
+  const refused = `\trefused\t${tsvText(CLAIM)}\t${insertedAt}\n`
+  for (const i of indexes) {
+    const eventSlug = c.event_slug[i]!
+    const feature = c.feature_slug[i]!
+    const d = c.decision[i]!
+    const tail = d !== CLAIM ? `\t${c.status[i]}\t${decision.of(d)}\t${insertedAt}\n` : c.status[i] === 'refused' ? refused : accepted
+    body +=
+      `${project.of(c.project_id[i]!)}\t${tsvText(c.event_id[i]!)}\t${customer.of(c.customer_id[i]!)}\t${slug.of(eventSlug)}` +
+      `\t${feature === eventSlug ? slug.of(eventSlug) : tsvText(feature)}\t${tsvText(c.value[i]!)}\t${props.of(c.properties[i]!)}\t${plainNumber(c.ts_ms[i]!)}${tail}`
+  }
+  return body
+}
+
 export interface InsertOnceOptions {
   /** See InsertOptions.dedupToken in store.ts. */
   dedupToken?: string
@@ -143,55 +310,80 @@ async function insertOnce<R extends { ts_ms?: unknown }>(
     return { inserted: toInsert.length, skipped: rows.length - toInsert.length }
   }
 
-  // Rows sharing every key column but the last (the project, the budget) are
-  // looked up with `prefix = … AND last IN (…)`, which reads the primary
-  // index; lists are cut so each query stays under LOOKUP_SQL_CHARS.
+  for (const k of await storedKeys(store, `${db}.${lookup}`, key, fresh.values())) fresh.delete(k)
+
+  const toInsert = [...fresh.values()].map(toRow)
+  await store.insert(`${db}.${table}`, toInsert, options.dedupToken === undefined ? {} : { dedupToken: options.dedupToken })
+  return { inserted: toInsert.length, skipped: rows.length - toInsert.length }
+}
+
+/**
+ * The keys (keyText) of `rows` already stored in `lookup`. Rows sharing every key column but the
+ * last (the project, the budget) are looked up with `prefix = … AND last IN (…)`, which reads the
+ * primary index; lists are cut so each query stays under LOOKUP_SQL_CHARS.
+ */
+async function storedKeys<R extends { ts_ms?: unknown }>(
+  store: ClickHouseStore,
+  lookup: string,
+  key: readonly (keyof R & string)[],
+  rows: Iterable<R>,
+): Promise<string[]> {
   const prefix = key.slice(0, -1)
-  const last = key[key.length - 1] as keyof R & string
   const groups = new Map<string, R[]>()
-  for (const r of fresh.values()) {
+  for (const r of rows) {
     const g = keyText(prefix.map((k) => r[k]))
     const list = groups.get(g)
     if (list === undefined) groups.set(g, [r])
     else list.push(r)
   }
+  const found: string[] = []
   for (const group of groups.values()) {
-    const head = group[0] as R
-    const where = prefix.map((k) => `${k} = ${sqlLiteral(head[k] as string)}`).join(' AND ')
-    for (let i = 0; i < group.length; ) {
-      let lo = Infinity
-      let hi = -Infinity
-      let ranged = true
-      let chars = 0
-      const ids: string[] = []
-      for (; i < group.length && chars < LOOKUP_SQL_CHARS; i++) {
-        const r = group[i] as R
-        const lit = sqlLiteral(r[last] as string)
-        ids.push(lit)
-        chars += lit.length + 2
-        if (typeof r.ts_ms !== 'number') ranged = false
-        else {
-          lo = Math.min(lo, r.ts_ms)
-          hi = Math.max(hi, r.ts_ms)
-        }
-      }
-      // The ts_ms range lets ClickHouse skip partitions: a retried row
-      // carries the same ts_ms as the stored one. The ids go as one array
-      // literal in a subquery, not as `IN ('a', 'b', …)`: the parser reads an
-      // array of literals as one value, where a tuple makes a node per id; for
-      // 10,000 ids the lookup takes ~20 ms instead of ~70–85 ms on 18.16
-      // (bench/README.md, "What moved the ingest figures"), same set, same index.
-      const found = await store.query<Record<string, string>>(
-        `SELECT ${key.join(', ')} FROM ${db}.${lookup} ` +
-          `WHERE ${where}${where === '' ? '' : ' AND '}${ranged ? `ts_ms >= ${lo} AND ts_ms <= ${hi} AND ` : ''}${last} IN (SELECT arrayJoin([${ids.join(',')}]))`,
-      )
-      for (const f of found) fresh.delete(keyOf(f))
+    for (let i = 0; i < group.length; ) i = await lookupSome(store, lookup, key, group, i, found)
+  }
+  return found
+}
+
+/** One lookup query of `group` from index `from`; pushes the stored keys to `found`, returns where the next starts. */
+async function lookupSome<R extends { ts_ms?: unknown }>(
+  store: ClickHouseStore,
+  lookup: string,
+  key: readonly (keyof R & string)[],
+  group: readonly R[],
+  from: number,
+  found: string[],
+): Promise<number> {
+  const prefix = key.slice(0, -1)
+  const last = key[key.length - 1] as keyof R & string
+  const head = group[0] as R
+  const where = prefix.map((k) => `${k} = ${sqlLiteral(head[k] as string)}`).join(' AND ')
+  let lo = Infinity
+  let hi = -Infinity
+  let ranged = true
+  let chars = 0
+  const ids: string[] = []
+  let i = from
+  for (; i < group.length && chars < LOOKUP_SQL_CHARS; i++) {
+    const r = group[i] as R
+    const lit = sqlLiteral(r[last] as string)
+    ids.push(lit)
+    chars += lit.length + 2
+    if (typeof r.ts_ms !== 'number') ranged = false
+    else {
+      lo = Math.min(lo, r.ts_ms)
+      hi = Math.max(hi, r.ts_ms)
     }
   }
-
-  const toInsert = [...fresh.values()].map(toRow)
-  await store.insert(`${db}.${table}`, toInsert, options.dedupToken === undefined ? {} : { dedupToken: options.dedupToken })
-  return { inserted: toInsert.length, skipped: rows.length - toInsert.length }
+  // The ts_ms range lets ClickHouse skip partitions: a retried row carries the same ts_ms as the
+  // stored one. The ids go as one array literal in a subquery, not as `IN ('a', 'b', …)`: the
+  // parser reads an array of literals as one value, where a tuple makes a node per id; for 10,000
+  // ids the lookup takes ~20 ms instead of ~70–85 ms on 18.16 (bench/README.md, "What moved the
+  // ingest figures"), same set, same index.
+  const rows = await store.query<Record<string, string>>(
+    `SELECT ${key.join(', ')} FROM ${lookup} ` +
+      `WHERE ${where}${where === '' ? '' : ' AND '}${ranged ? `ts_ms >= ${lo} AND ts_ms <= ${hi} AND ` : ''}${last} IN (SELECT arrayJoin([${ids.join(',')}]))`,
+  )
+  for (const f of rows) found.push(keyText(key.map((k) => f[k])))
+  return i
 }
 
 /**
