@@ -7,7 +7,7 @@ import type { RateLimiter } from '../ratelimit/limiter.js'
 import { isUnavailable } from '../infra/availability.js'
 import type { Services } from './services.js'
 import { readBody, refuseBody } from './body.js'
-import { errorResponse, statusLine, type ErrorLike } from './errors.js'
+import { errorResponse, type ErrorLike } from './errors.js'
 import type { Metrics } from './metrics.js'
 import type { AnyRoute, Principal, RawResult, RawRoute } from './route.js'
 import { MAX_JSON_DEPTH, checksDepthInHandler, compile, depthIssue, type Validator } from '../kernel/validation.js'
@@ -188,92 +188,169 @@ interface BodyChecks {
   depth: boolean
 }
 
-/** A JSON route: its validators are compiled once here, not per request. */
-function serveRoute(app: TemplatedApp, options: HttpOptions, route: AnyRoute): void {
-  const { services } = options
-  const bodyChecks: BodyChecks = { validator: route.body ? compile(route.body) : undefined, depth: !(route.body && checksDepthInHandler(route.body)) }
-  const queryValidator = route.query ? compile(route.query) : undefined
-  const paramNames = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
-  register(app, route.method, route.path, (res: HttpResponse, req: HttpRequest) => {
-    const ex = begin(options, res, req, route.path, route.method)
-    // uWS's request object is only valid until this callback returns: read all of it now.
-    const authorization = req.getHeader('authorization')
-    const contentType = req.getHeader('content-type')
-    const declaredLength = Number(req.getHeader('content-length') || 0)
-    const params = readParams(req, paramNames)
-    const queryText = req.getQuery() ?? ''
-
-    if (route.method === 'POST' && declaredLength > options.maxBodyBytes)
-      return refuseBody(res, options.maxBodyBytes, declaredLength, (close) => tooLarge(options, ex, close))
-    if (params === undefined) return fail(options, ex, invalid([{ path: '$', message: 'a path parameter is not valid percent-encoding' }]))
-
-    // The body and the key are awaited side by side; a cached key (the usual case) is
-    // known at once, so the request goes on from the body callback without any promise.
-    let who = route.access.kind === 'public' ? PUBLIC : identify(services, authorization)
-    let text: string | undefined = route.method === 'POST' ? undefined : ''
-    const proceed = () => {
-      if (who === undefined || text === undefined || ex.done) return
-      try {
-        const allowed = 'ok' in who ? who : checkAccess(route, who)
-        if ('ok' in allowed) return fail(options, ex, allowed)
-        const input = parseInput(route, text, contentType, queryText, bodyChecks, queryValidator)
-        if ('ok' in input) return fail(options, ex, input)
-        runRoute(options, route, ex, allowed, input, params).catch(internal)
-      } catch (error) {
-        internal(error)
-      }
-    }
-    const internal = (error: unknown) => internalFailure(options, ex, route.path, error)
-    if (who === undefined) {
-      services.keys.verify(bearerKey(authorization)!).then((verified) => {
-        who = verified
-        proceed()
-      }, internal)
-    }
-    if (text === undefined)
-      readBody(
-        res,
-        options.maxBodyBytes,
-        (body) => {
-          text = body
-          proceed()
-        },
-        // The 413 goes first, whoever is calling: it does not wait for the key.
-        (close) => tooLarge(options, ex, close),
-      )
-    else proceed()
-  })
+/** A JSON route as served: the route and what was compiled for it once, at registration. */
+interface Served {
+  route: AnyRoute
+  options: HttpOptions
+  bodyChecks: BodyChecks
+  queryValidator: Validator | undefined
+  paramNames: string[]
+  /** The 200 answer's text: the route's own serializer (same bytes, fewer steps), else JSON.stringify. */
+  serialize: (value: unknown) => string
 }
 
-/** The last steps of an admitted request: the rate limit (429), then the handler, whose result is the answer. */
-async function runRoute(
-  options: HttpOptions,
-  route: AnyRoute,
-  ex: Exchange,
-  who: Principal,
-  input: { body: unknown; query: unknown },
-  params: Record<string, string>,
-): Promise<void> {
-  if (who.kind === 'project') ex.projectId = who.projectId
-  if (options.rateLimiter && who.kind === 'project') {
-    const verdict = await options.rateLimiter.hit(who.keyId)
-    if (!verdict.allowed) {
-      return fail(options, ex, failure('too_many_requests', 'rate_limited', `More than ${options.rateLimiter.perSecond} requests per second for this key.`), {
-        'retry-after': String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000))),
-      })
+/** A JSON route: its validators are compiled once here, not per request. */
+function serveRoute(app: TemplatedApp, options: HttpOptions, route: AnyRoute): void {
+  const served: Served = {
+    route,
+    options,
+    bodyChecks: { validator: route.body ? compile(route.body) : undefined, depth: !(route.body && checksDepthInHandler(route.body)) },
+    queryValidator: route.query ? compile(route.query) : undefined,
+    paramNames: [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!),
+    serialize: (route.serialize as ((value: unknown) => string) | undefined) ?? JSON.stringify,
+  }
+  register(app, route.method, route.path, (res: HttpResponse, req: HttpRequest) => onRequest(served, res, req))
+}
+
+/** No path parameters: one shared (frozen) object instead of one per request. */
+const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, string>
+
+/**
+ * One request of a JSON route. The body and the key are awaited side by side; a cached key (the
+ * usual case) is known at once, so the request goes on from the body callback without any promise.
+ */
+function onRequest(served: Served, res: HttpResponse, req: HttpRequest): void {
+  const { route, options } = served
+  const ex = begin(options, res, req, route.path, route.method)
+  // uWS's request object is only valid until this callback returns: read all of it now.
+  const post = route.method === 'POST'
+  const authorization = route.access.kind === 'public' ? '' : req.getHeader('authorization')
+  const contentType = post ? req.getHeader('content-type') : ''
+  const params = served.paramNames.length === 0 ? NO_PARAMS : readParams(req, served.paramNames)
+  const queryText = served.queryValidator ? (req.getQuery() ?? '') : ''
+  const declaredLength = post ? Number(req.getHeader('content-length') || 0) : 0
+  if (declaredLength > options.maxBodyBytes) refuseBody(res, options.maxBodyBytes, declaredLength, (close) => tooLarge(options, ex, close))
+  else if (params === undefined) fail(options, ex, invalid([{ path: '$', message: 'a path parameter is not valid percent-encoding' }]))
+  else admitRequest(new Call(served, ex, contentType, queryText, params), res, authorization)
+}
+
+/** Waits for the key (when it is not cached) and the body side by side; the call proceeds once it has both. */
+function admitRequest(call: Call, res: HttpResponse, authorization: string): void {
+  const { route, options } = call.served
+  // Methods, not per-request closures: under tsx (esbuild keepNames) each named closure costs a
+  // defineProperty of its name, every request.
+  call.who = route.access.kind === 'public' ? PUBLIC : identify(options.services, authorization)
+  if (call.who === undefined) {
+    options.services.keys.verify(bearerKey(authorization)!).then(
+      (verified) => call.verified(verified),
+      (error: unknown) => call.internal(error),
+    )
+  }
+  if (route.method === 'POST')
+    readBody(
+      res,
+      options.maxBodyBytes,
+      (body) => call.bodyRead(body),
+      // The 413 goes first, whoever is calling: it does not wait for the key.
+      (close) => tooLarge(options, call.ex, close),
+    )
+  else call.bodyRead('')
+}
+
+/** What a request of a JSON route has gathered so far, and its steps once it has the key and the body. */
+class Call {
+  who: Principal | Failure | undefined = undefined
+  text: string | undefined = undefined
+  body: unknown = undefined
+  query: unknown = undefined
+
+  constructor(
+    readonly served: Served,
+    readonly ex: Exchange,
+    readonly contentType: string,
+    readonly queryText: string,
+    readonly params: Record<string, string>,
+  ) {}
+
+  verified(who: Principal | Failure): void {
+    this.who = who
+    this.proceed()
+  }
+
+  bodyRead(text: string): void {
+    this.text = text
+    this.proceed()
+  }
+
+  /** Once both the key and the body are known: 401/403, then 400, then the route. */
+  proceed(): void {
+    const { who, text, ex, served } = this
+    if (who === undefined || text === undefined || ex.done) return
+    try {
+      const allowed = 'ok' in who ? who : checkAccess(served.route, who)
+      const problem = 'ok' in allowed ? allowed : parseInput(this, text)
+      if (problem) fail(served.options, ex, problem)
+      else this.admit(allowed as Principal)
+    } catch (error) {
+      this.internal(error)
     }
   }
-  const result: Result<unknown> = await route.handler({
-    body: input.body,
-    query: input.query,
-    params,
-    principal: who,
-    projectId: who.kind === 'project' ? who.projectId : '',
-    services: options.services,
-    requestId: ex.requestId,
-  })
-  if (result.ok) send(options, ex, 200, statusLine(200), JSON.stringify(result.value))
-  else fail(options, ex, result)
+
+  /** The rate limit (429), then the handler. */
+  admit(who: Principal): void {
+    const { options } = this.served
+    if (who.kind === 'project') this.ex.projectId = who.projectId
+    if (options.rateLimiter && who.kind === 'project') {
+      options.rateLimiter
+        .hit(who.keyId)
+        .then((verdict) => (verdict.allowed ? this.handle(who) : this.limited(verdict.retryAfterMs)))
+        .catch((error: unknown) => this.internal(error))
+      return
+    }
+    this.handle(who)
+  }
+
+  limited(retryAfterMs: number): void {
+    const { options } = this.served
+    fail(options, this.ex, failure('too_many_requests', 'rate_limited', `More than ${options.rateLimiter!.perSecond} requests per second for this key.`), {
+      'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))),
+    })
+  }
+
+  /** Runs the handler; its domain result becomes 200 or the error envelope. A throw here reaches the caller's catch. */
+  handle(who: Principal): void {
+    const { route, options } = this.served
+    const out = route.handler({
+      body: this.body,
+      query: this.query,
+      params: this.params,
+      principal: who,
+      projectId: who.kind === 'project' ? who.projectId : '',
+      services: options.services,
+      requestId: this.ex.requestId,
+    })
+    const pending = out as Partial<PromiseLike<Result<unknown>>>
+    if (typeof pending.then === 'function') {
+      pending.then(
+        (result) => this.answer(result),
+        (error: unknown) => this.internal(error),
+      )
+    } else this.answer(out as Result<unknown>)
+  }
+
+  answer(result: Result<unknown>): void {
+    const { options, serialize } = this.served
+    try {
+      if (result.ok) send(options, this.ex, 200, '200 OK', serialize(result.value))
+      else fail(options, this.ex, result)
+    } catch (error) {
+      this.internal(error)
+    }
+  }
+
+  internal(error: unknown): void {
+    internalFailure(this.served.options, this.ex, this.served.route.path, error)
+  }
 }
 
 /** A raw route (HTML pages and forms): no key, no JSON; the handler's status, headers and body are written as they are. */
@@ -423,18 +500,13 @@ function forbidden(message: string): Failure {
   return failure('forbidden', 'forbidden', message)
 }
 
-function parseInput(
-  route: AnyRoute,
-  text: string,
-  contentType: string,
-  queryText: string,
-  bodyChecks: BodyChecks,
-  queryValidator: Validator | undefined,
-): { body: unknown; query: unknown } | Failure {
-  let body: unknown
+/** Parses and checks a request's body and query into `call` (body, query); the 400 when they are not valid. */
+function parseInput(call: Call, text: string): Failure | undefined {
+  const { route, bodyChecks, queryValidator } = call.served
   if (route.method === 'POST') {
-    if (!JSON_TYPE.test(contentType))
+    if (!JSON_TYPE.test(call.contentType))
       return invalid([{ path: '$', message: 'Content-Type must be application/json' }], 'The body must be JSON (Content-Type: application/json).')
+    let body: unknown
     try {
       body = JSON.parse(text)
     } catch (error) {
@@ -448,13 +520,15 @@ function parseInput(
     }
     const validator = bodyChecks.validator
     if (validator && !validator.check(body)) return invalid(validator.issues(body))
+    call.body = body
   }
-  let query: unknown = {}
+  call.query = {}
   if (queryValidator) {
-    query = Object.fromEntries(new URLSearchParams(queryText))
+    const query = Object.fromEntries(new URLSearchParams(call.queryText))
     if (!queryValidator.check(query)) return invalid(queryValidator.issues(query))
+    call.query = query
   }
-  return { body, query }
+  return undefined
 }
 
 /** Starts listening; port 0 picks a free port. */

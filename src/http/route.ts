@@ -44,6 +44,11 @@ export interface Route<B extends TSchema = TSchema, Q extends TSchema = TSchema,
    */
   errors?: readonly RouteErrorStatus[]
   handler(input: HandlerInput<Static<B>, Static<Q>>): Promise<Result<Static<R>>> | Result<Static<R>>
+  /**
+   * The 200 answer's text, when the route has a faster way to write it than JSON.stringify (a
+   * hot route): it must give exactly JSON.stringify's bytes for every value (a test checks it).
+   */
+  serialize?: (value: Static<R>) => string
 }
 
 /** Declares a route; the generic parameters carry the schemas' static types into the handler. */

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
+import { holdJson } from './json.js'
 import { Amount, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
 import { BudgetKey, HoldSchema } from '../../../budgets/schemas.js'
 
@@ -26,4 +27,5 @@ export const authorizeHold = defineRoute({
   response: HoldSchema,
   errors: [402, 409],
   handler: ({ body, projectId, services }) => services.budgets.authorize(projectId, body),
+  serialize: holdJson,
 })

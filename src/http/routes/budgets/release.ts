@@ -1,4 +1,5 @@
 import { defineRoute } from '../../route.js'
+import { holdOutcomeJson } from './json.js'
 import { strictObject } from '../../../kernel/schema.js'
 import { BudgetKey, HoldId, HoldOutcomeSchema } from '../../../budgets/schemas.js'
 
@@ -14,4 +15,5 @@ export const releaseHold = defineRoute({
   response: HoldOutcomeSchema,
   errors: [409],
   handler: ({ body, projectId, services }) => services.budgets.release(projectId, body),
+  serialize: holdOutcomeJson,
 })

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { defineRoute } from '../../route.js'
+import { holdOutcomeJson } from './json.js'
 import { Amount, IdempotencyKey, strictObject } from '../../../kernel/schema.js'
 import { BudgetKey, HoldId, HoldOutcomeSchema } from '../../../budgets/schemas.js'
 
@@ -16,4 +17,5 @@ export const settleHold = defineRoute({
   response: HoldOutcomeSchema,
   errors: [409],
   handler: ({ body, projectId, services }) => services.budgets.settle(projectId, body),
+  serialize: holdOutcomeJson,
 })
