@@ -283,7 +283,11 @@ describe('a multi call that fails as a whole fails every caller as separate call
   })
 
   it('"Function not found" (the library gone): Script.run loads it and each call is made once more', async () => {
+    const was = process.env.METERING_REDIS_MULTI
+    process.env.METERING_REDIS_MULTI = '1' // read when the connection is made
     const redis: RedisClient = connectRedis(`${server.url}/6`, 'test-multi-reload', { commandTimeoutMs: 5_000 })
+    if (was === undefined) delete process.env.METERING_REDIS_MULTI
+    else process.env.METERING_REDIS_MULTI = was
     try {
       await waitFor('the lean connection', async () => {
         await hit.run(redis, ['warm'], [60_000])

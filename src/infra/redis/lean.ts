@@ -20,7 +20,8 @@
 // (multi.ts), which runs them in order inside one script and answers an array the connection
 // splits back: each caller gets what its own FCALL would have given (a sub-call's error fails
 // that call only); a multi call that fails as a whole (timed out, connection closed, Function not
-// found) fails each of its callers with that error. METERING_REDIS_MULTI=0 sends separate FCALLs.
+// found) fails each of its callers with that error. Off by default (METERING_REDIS_MULTI=1 turns it
+// on): on 2 cores it measured slower than separate FCALLs (bench/README.md).
 
 import { connect, type Socket } from 'node:net'
 import { answerCalls, failCalls, fcallText, multiText, type TurnCall } from './multi.js'
@@ -38,7 +39,7 @@ export interface LeanTarget {
   timeoutMs: number | undefined
   /**
    * A turn's script calls leave as one FCALL of the library's multi function (multi.ts) when
-   * there are several; undefined: on. Off with METERING_REDIS_MULTI=0 (the B side of an A/B).
+   * there are several; undefined: off. On with METERING_REDIS_MULTI=1 (bench/README.md: slower on 2 cores).
    */
   multi?: boolean
 }
@@ -62,7 +63,7 @@ export function leanTarget(url: string, name: string, timeoutMs: number | undefi
     password: parsed.password ? decodeURIComponent(parsed.password) : undefined,
     name: `${name}-fcall`,
     timeoutMs: timeoutMs && timeoutMs > 0 ? timeoutMs : undefined,
-    multi: process.env.METERING_REDIS_MULTI !== '0',
+    multi: process.env.METERING_REDIS_MULTI === '1',
   }
 }
 
