@@ -11,7 +11,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
 import { startClickHouseServer } from '../support/clickhouse.js'
-import { waitFor } from '../support/processes.js'
+import { stopProcess, waitFor } from '../support/processes.js'
 import { GatewayProcess, type Answer } from './gatewayProcess.js'
 
 const TIMEOUT_MS = 300
@@ -57,7 +57,7 @@ describe('a gateway whose Redis stalls or dies', () => {
     expect(before.status, JSON.stringify(before.body)).toBe(200)
 
     stalled = await gw.redisPid()
-    process.kill(stalled, 'SIGSTOP')
+    await stopProcess(stalled)
     // Authorize (a script), a read, a key check of a key not cached yet, and readiness.
     const answers = await Promise.all([
       gw.call('/v1/budgets/authorize', { key: 'agent', amount: '1', idempotencyKey: 'a-2' }),
@@ -131,7 +131,7 @@ describe('a gateway whose Redis stalls or dies', () => {
       expect(before.status, JSON.stringify(before.body)).toBe(200)
 
       stalled = clickhouse.pid
-      process.kill(clickhouse.pid, 'SIGSTOP')
+      await stopProcess(clickhouse.pid)
       const during = await gw.call('/v1/analytics/usage/get', usage)
       expect(during.status, JSON.stringify(during.body)).toBe(503)
       expect(during.body.error.code).toBe('SERVICE_UNAVAILABLE')

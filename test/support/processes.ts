@@ -2,7 +2,7 @@
 // environment of the test's own, SIGKILLed and restarted at will. Readiness and every other wait
 // poll a condition with a deadline (waitFor); nothing sleeps to let time pass.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -133,4 +133,25 @@ export async function waitForHttp(proc: NodeProcess, url: string, timeoutMs: num
     { detail: () => proc.output() },
   )
   if (exitedEarly) throw exitedEarly
+}
+
+/**
+ * SIGSTOP, then wait until every thread of the process is stopped (state T in
+ * /proc/<pid>/task/<tid>/stat): kill() only queues the signal, and a fault test must not send
+ * its next request while a thread of the target can still answer it.
+ */
+export async function stopProcess(pid: number): Promise<void> {
+  process.kill(pid, 'SIGSTOP')
+  await waitFor(
+    `every thread of ${pid} stopped`,
+    () => {
+      const tids = readdirSync(`/proc/${pid}/task`)
+      return tids.every((tid) => {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
+        return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'T'
+      })
+    },
+    10_000,
+    { intervalMs: 5 },
+  )
 }
