@@ -1,5 +1,6 @@
 import { Cluster, Redis } from 'ioredis'
 import { attachLean, leanTarget } from './lean.js'
+import { attachLeanCluster } from './leanCluster.js'
 
 /** A connection to our Redis: one server, or a Cluster. */
 export type RedisClient = Redis | Cluster
@@ -21,8 +22,8 @@ export interface ConnectOptions {
   onError?: (err: Error) => void
   /**
    * Script calls (FCALL) on a socket of their own with a lean RESP client (src/infra/redis/lean.ts)
-   * instead of through ioredis: on by default for a standalone server (`redis://`), never for a
-   * Cluster, TLS or a blocking connection. ioredis still carries them while that socket is not ready.
+   * instead of through ioredis: on by default for a standalone server (`redis://`) and for a Cluster
+   * (one per master, src/infra/redis/leanCluster.ts), never for TLS or a blocking connection. ioredis still carries them while that socket is not ready.
    * Default: on unless the environment has METERING_REDIS_LEAN=0 (an escape hatch, and the B side of
    * an A/B benchmark: `B_ENV=METERING_REDIS_LEAN=0`).
    */
@@ -39,6 +40,7 @@ export function connectRedis(url: string, name = 'metering', options: ConnectOpt
   const retries = options.blocking
     ? { maxRetriesPerRequest: null }
     : { maxRetriesPerRequest: 3, ...(options.commandTimeoutMs ? { commandTimeout: options.commandTimeoutMs } : {}) }
+  const leanScripts = options.leanScripts ?? process.env.METERING_REDIS_LEAN !== '0'
   if (url.startsWith('redis+cluster://')) {
     const seeds = url
       .slice('redis+cluster://'.length)
@@ -47,11 +49,13 @@ export function connectRedis(url: string, name = 'metering', options: ConnectOpt
         const [host, port] = hostPort.split(':')
         return { host: host ?? '127.0.0.1', port: Number(port ?? 6379) }
       })
-    return reportErrors(new Cluster(seeds, { redisOptions: { connectionName: name, ...retries }, enableReadyCheck: true }), options.onError)
+    const cluster = reportErrors(new Cluster(seeds, { redisOptions: { connectionName: name, ...retries }, enableReadyCheck: true }), options.onError)
+    const timeoutMs = options.commandTimeoutMs && options.commandTimeoutMs > 0 ? options.commandTimeoutMs : undefined
+    if (!options.blocking && leanScripts) attachLeanCluster(cluster, { name, timeoutMs })
+    return cluster
   }
   // No auto-pipelining: its setImmediate hop cost more than its batching saved (bench/README.md).
   const client = reportErrors(new Redis(url, { connectionName: name, ...retries }), options.onError)
-  const leanScripts = options.leanScripts ?? process.env.METERING_REDIS_LEAN !== '0'
   const lean = options.blocking || !leanScripts ? undefined : leanTarget(url, name, options.commandTimeoutMs)
   if (lean) attachLean(client, lean, () => client.status === 'ready')
   return client

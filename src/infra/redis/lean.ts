@@ -1,6 +1,7 @@
 // A lean RESP2 connection for the hot path: script calls (FCALL) of one standalone Redis, on a
 // socket of their own beside the ioredis client (which keeps everything else: other commands,
-// BullMQ, the offline queue while Redis is down, Cluster routing).
+// BullMQ, the offline queue while Redis is down, Cluster redirections). On a Cluster, leanCluster.ts
+// keeps one per master and places each call by its keys' slot.
 //
 // Why: per authorize, ioredis builds a Command object, a flattened argument array and a timer
 // (the command timeout), and its parser a few more objects; Node's stream, corked for the turn,

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url'
 import type { Cluster, Redis } from 'ioredis'
 import type { RedisClient } from './connection.js'
 import { leanFor, MAX_BATCH } from './lean.js'
+import { leanClusterFcall } from './leanCluster.js'
 import { MULTI_LUA, multiFunction } from './multi.js'
 import { replicaGate } from './replicas.js'
 import { masters } from './scan.js'
@@ -225,14 +226,20 @@ export class Script {
   /**
    * One FCALL: on the client's lean connection (src/infra/redis/lean.ts) when it has a ready one
    * (where a turn's calls leave as one FCALL of the multi function, multi.ts), else through
-   * ioredis, batched per turn. A replica gate's WAIT covers the writes of its own
+   * ioredis, batched per turn (and with `viaIoredis`, always: a lean call redirected on a Cluster). A replica gate's WAIT covers the writes of its own
    * connection, ioredis', so gated calls always go there.
    */
-  private call(redis: RedisClient, keys: string[], args: (string | number)[]): Promise<unknown[]> {
+  private call(redis: RedisClient, keys: string[], args: (string | number)[], viaIoredis = false): Promise<unknown[]> {
     // Set by METERING_REDIS_WAIT_REPLICAS: the reply waits for a WAIT that covers it (replicas.ts).
     const gate = replicaGate(redis)
-    const lean = gate === undefined ? leanFor(redis) : undefined
-    if (lean !== undefined) return lean.fcall(this.functionName, keys, args, library.multi) as Promise<unknown[]>
+    if (gate === undefined && !viaIoredis) {
+      const lean = leanFor(redis)
+      if (lean !== undefined) return lean.fcall(this.functionName, keys, args, library.multi) as Promise<unknown[]>
+      // On a Cluster: the lean connection of the master of the keys' slot (leanCluster.ts); a
+      // redirection is sent again through ioredis.
+      const placed = leanClusterFcall(redis, this.functionName, keys, args, () => this.call(redis, keys, args, true))
+      if (placed !== undefined) return placed as Promise<unknown[]>
+    }
     const full = joinBatch(redis)
     const seq = gate?.sending()
     // ioredis writes a command to a ready connection at once, so a full batch leaves with it.
