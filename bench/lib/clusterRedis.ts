@@ -8,8 +8,9 @@
 import path from 'node:path'
 import { Redis } from 'ioredis'
 import { startRedisServer, type RedisServerHandle } from '../../src/infra/redis/embedded.js'
+import { clusterAgrees } from '../../test/support/cluster.js'
 import type { BenchRedis } from './redis.js'
-import { delay, freePort, HOST } from './proc.js'
+import { freePort, HOST } from './proc.js'
 
 const SLOTS = 16384
 const STATE_OK_TIMEOUT_MS = 30_000
@@ -72,7 +73,8 @@ export async function startBenchCluster(dataDir: string, masters: number): Promi
       await admins[i]!.call('CLUSTER', 'ADDSLOTSRANGE', String(ranges[i]![0]), String(ranges[i]![1]))
     }
     for (let i = 1; i < masters; i++) await admins[0]!.call('CLUSTER', 'MEET', HOST, String(servers[i]!.port), String(bus[i]!))
-    await waitForClusterOk(admins, masters)
+    // Every node says cluster_state:ok and knows every other (a master is writable ~2 s after it starts).
+    await clusterAgrees(admins, masters, STATE_OK_TIMEOUT_MS)
     const version = /redis_version:(\S+)/.exec(await admins[0]!.info('server'))?.[1] ?? '?'
     const list: BenchMaster[] = servers.map((s, i) => ({
       url: s.url,
@@ -100,18 +102,5 @@ export async function startBenchCluster(dataDir: string, masters: number): Promi
   } catch (err) {
     await stop()
     throw err
-  }
-}
-
-/** Every node says cluster_state:ok and knows every other (a master is writable ~2 s after it starts). */
-async function waitForClusterOk(admins: Redis[], masters: number): Promise<void> {
-  const deadline = Date.now() + STATE_OK_TIMEOUT_MS
-  let last = ''
-  for (;;) {
-    const infos = await Promise.all(admins.map((c) => c.call('CLUSTER', 'INFO').then(String, String)))
-    last = infos.join('\n---\n')
-    if (infos.every((i) => i.includes('cluster_state:ok') && i.includes('cluster_slots_assigned:16384') && i.includes(`cluster_known_nodes:${masters}`))) return
-    if (Date.now() > deadline) throw new Error(`cluster of ${masters} not ok after ${STATE_OK_TIMEOUT_MS} ms:\n${last}`)
-    await delay(100)
   }
 }

@@ -16,8 +16,8 @@ import { openClickHouse, openHistory } from '../../src/infra/clickhouse/open.js'
 import type { ClickHouseStore } from '../../src/infra/clickhouse/store.js'
 import { dailyUsage, insertEventsOnce, insertJournalOnce, type JournalRow, type UsageEventRow } from '../../src/infra/clickhouse/tables.js'
 import { cycleUsage } from '../../src/invoices/clickhouse.js'
-import { delay } from '../../src/infra/redis/embedded.js'
 import { type ClickHouseClusterHandle, REPLICAS_CLUSTER, SHARDS_CLUSTER, startClickHouseCluster } from '../support/clickhouseCluster.js'
+import { waitFor } from '../support/processes.js'
 
 const DAY_MS = 86_400_000
 const D0 = Date.UTC(2026, 10, 10)
@@ -124,14 +124,6 @@ async function checkReads(store: ClickHouseStore, customer: string, want: Map<st
   expect(cycle.get('calls')).toBe(BigInt(calls.count) * SCALE)
 }
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`)
-    await delay(100)
-  }
-}
-
 describe('CLICKHOUSE_CLUSTER', () => {
   it('is refused without CLICKHOUSE_URL (chDB) and for a cluster the server does not know', async () => {
     await expect(openHistory({ clickhouseCluster: SHARDS_CLUSTER, dataDir: root })).rejects.toThrow(/CLICKHOUSE_CLUSTER=metering_shards needs CLICKHOUSE_URL/)
@@ -221,10 +213,21 @@ describe('CLICKHOUSE_CLUSTER', () => {
     stores.push(c)
     // Replication is asynchronous: c fetches the parts b wrote (the view ran on b; its output is
     // replicated like any part, so c never aggregates a row a second time).
-    await until('c has every row', async () => (await count(c, `SELECT count() AS n FROM ${db}.usage_events_local`)) === batch.length)
-    await until('c has the aggregates', async () => (await count(c, `SELECT sum(event_count) AS n FROM ${db}.usage_daily_local`)) === batch.length)
-    await until('c has the ids', async () => (await count(c, `SELECT count() AS n FROM ${db}.usage_event_ids_local`)) === batch.length)
-    await until('c has schema_migrations', async () => (await count(c, `SELECT count() AS n FROM ${db}.schema_migrations_local`)) === migrations.length)
+    await waitFor('c has every row', async () => (await count(c, `SELECT count() AS n FROM ${db}.usage_events_local`)) === batch.length, 30_000, {
+      intervalMs: 100,
+    })
+    await waitFor('c has the aggregates', async () => (await count(c, `SELECT sum(event_count) AS n FROM ${db}.usage_daily_local`)) === batch.length, 30_000, {
+      intervalMs: 100,
+    })
+    await waitFor('c has the ids', async () => (await count(c, `SELECT count() AS n FROM ${db}.usage_event_ids_local`)) === batch.length, 30_000, {
+      intervalMs: 100,
+    })
+    await waitFor(
+      'c has schema_migrations',
+      async () => (await count(c, `SELECT count() AS n FROM ${db}.schema_migrations_local`)) === migrations.length,
+      30_000,
+      { intervalMs: 100 },
+    )
     expect(await migrate(c, migrations, { cluster: REPLICAS_CLUSTER })).toEqual({ applied: [], current: 8 })
 
     const want = expected(batch)

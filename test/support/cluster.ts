@@ -78,23 +78,28 @@ export async function startRedisCluster(opts: { dataDir: string; masters?: numbe
  */
 async function waitForClusterOk(servers: RedisServerHandle[], masters: number): Promise<void> {
   const clients = servers.map((s) => new Redis({ host: s.host, port: s.port, lazyConnect: true, maxRetriesPerRequest: 1 }))
-  const deadline = Date.now() + STATE_OK_TIMEOUT_MS
-  let last = ''
   try {
-    for (;;) {
-      const infos = await Promise.all(clients.map((c) => c.cluster('INFO').catch(String)))
-      last = infos.join('\n---\n')
-      const ok = infos.every(
-        (info) => info.includes('cluster_state:ok') && info.includes('cluster_slots_assigned:16384') && info.includes(`cluster_known_nodes:${masters}`),
-      )
-      if (ok) return
-      if (Date.now() > deadline) {
-        throw new Error(`cluster not ok after ${STATE_OK_TIMEOUT_MS} ms; CLUSTER INFO:\n${last}`)
-      }
-      await new Promise((r) => setTimeout(r, 100))
-    }
+    await clusterAgrees(clients, masters, STATE_OK_TIMEOUT_MS)
   } finally {
     for (const c of clients) c.disconnect()
+  }
+}
+
+/** Until every node (through `clients`, one each) says cluster_state:ok, all slots assigned, and knows `masters` nodes. */
+export async function clusterAgrees(clients: Redis[], masters: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  let last = ''
+  for (;;) {
+    const infos = await Promise.all(clients.map((c) => c.cluster('INFO').catch(String)))
+    last = infos.join('\n---\n')
+    const ok = infos.every(
+      (info) => info.includes('cluster_state:ok') && info.includes('cluster_slots_assigned:16384') && info.includes(`cluster_known_nodes:${masters}`),
+    )
+    if (ok) return
+    if (Date.now() > deadline) {
+      throw new Error(`cluster of ${masters} not ok after ${timeoutMs} ms; CLUSTER INFO:\n${last}`)
+    }
+    await new Promise((r) => setTimeout(r, 100))
   }
 }
 

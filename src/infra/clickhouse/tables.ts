@@ -304,13 +304,8 @@ async function insertOnce<R extends { ts_ms?: unknown }>(
     const k = keyOf(r)
     if (!fresh.has(k)) fresh.set(k, r)
   }
-  if (options.firstAttempt === true) {
-    const toInsert = [...fresh.values()].map(toRow)
-    await store.insert(`${db}.${table}`, toInsert, options.dedupToken === undefined ? {} : { dedupToken: options.dedupToken })
-    return { inserted: toInsert.length, skipped: rows.length - toInsert.length }
-  }
-
-  for (const k of await storedKeys(store, `${db}.${lookup}`, key, fresh.values())) fresh.delete(k)
+  // A first attempt (no earlier insert of these rows can exist) needs no lookup.
+  if (options.firstAttempt !== true) for (const k of await storedKeys(store, `${db}.${lookup}`, key, fresh.values())) fresh.delete(k)
 
   const toInsert = [...fresh.values()].map(toRow)
   await store.insert(`${db}.${table}`, toInsert, options.dedupToken === undefined ? {} : { dedupToken: options.dedupToken })
